@@ -1,0 +1,51 @@
+"""Record definitions shared by every part of tasksieve (one definition each)."""
+
+from schemas.records import (
+    CheckResult,
+    CuratedTask,
+    Finding,
+    GateResult,
+    Lineage,
+    Manifest,
+    RejectedRecord,
+    Rollout,
+    Verdict,
+    VerdictStatus,
+)
+from schemas.task import (
+    FAMILIES,
+    SCHEMA_VERSION,
+    ApiSpec,
+    CodeSpec,
+    ConfigSpec,
+    IOCase,
+    PolicyCheck,
+    SourceInfo,
+    SqlCompare,
+    SqlSpec,
+    TaskRecord,
+)
+
+__all__ = [
+    "FAMILIES",
+    "SCHEMA_VERSION",
+    "ApiSpec",
+    "CheckResult",
+    "CodeSpec",
+    "ConfigSpec",
+    "CuratedTask",
+    "Finding",
+    "GateResult",
+    "IOCase",
+    "Lineage",
+    "Manifest",
+    "PolicyCheck",
+    "RejectedRecord",
+    "Rollout",
+    "SourceInfo",
+    "SqlCompare",
+    "SqlSpec",
+    "TaskRecord",
+    "Verdict",
+    "VerdictStatus",
+]

@@ -1,0 +1,227 @@
+"""The candidate task record: one definition for all four task families.
+
+A task carries its prompt, a verifier spec whose shape depends on the family, a reference
+solution and source metadata. The verifier spec is a discriminated union on ``family``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = "1.0"
+
+Family = Literal["code", "sql", "api", "config"]
+FAMILIES: tuple[str, ...] = ("code", "sql", "api", "config")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------- code
+class IOCase(_Strict):
+    """One stdin/stdout case; outputs compare after normalisation (see verifiers)."""
+
+    stdin: str = ""
+    stdout: str
+
+
+class CodeSpec(_Strict):
+    """Python code judged by tests.
+
+    ``style`` selects the test form:
+    - ``check``: ``test_code`` defines ``check(candidate)`` (HumanEval style), called with the
+      function named ``entry_point``;
+    - ``asserts``: ``asserts`` is a list of assert statements that call ``entry_point``;
+    - ``pytest``: ``test_code`` defines ``test_*`` functions that call ``entry_point``;
+    - ``io``: the solution is a program reading stdin; ``io_cases`` give stdin and stdout.
+    """
+
+    family: Literal["code"] = "code"
+    style: Literal["check", "asserts", "pytest", "io"]
+    entry_point: str | None = None
+    test_code: str | None = None
+    asserts: list[str] = Field(default_factory=list)
+    io_cases: list[IOCase] = Field(default_factory=list)
+    setup_code: str | None = Field(
+        default=None, description="Code run before the tests (imports, helpers)."
+    )
+    timeout_s: float = Field(default=10.0, gt=0, le=600)
+    memory_mb: int = Field(default=512, ge=16, le=65536)
+
+    @model_validator(mode="after")
+    def _style_fields(self) -> CodeSpec:
+        if self.style in ("check", "asserts", "pytest") and not self.entry_point:
+            raise ValueError(f"style {self.style!r} needs entry_point (the function under test)")
+        if self.style in ("check", "pytest") and not (self.test_code or "").strip():
+            raise ValueError(f"style {self.style!r} needs test_code")
+        if self.style == "asserts" and not self.asserts:
+            raise ValueError("style 'asserts' needs a non-empty asserts list")
+        if self.style == "io" and not self.io_cases:
+            raise ValueError("style 'io' needs a non-empty io_cases list")
+        return self
+
+    def test_count(self) -> int:
+        """Number of tests the spec declares (a check() counts its asserts, at least 1)."""
+        if self.style == "asserts":
+            return len(self.asserts)
+        if self.style == "io":
+            return len(self.io_cases)
+        code = self.test_code or ""
+        if self.style == "pytest":
+            return sum(1 for ln in code.splitlines() if ln.lstrip().startswith("def test"))
+        return max(1, sum(1 for ln in code.splitlines() if ln.lstrip().startswith("assert")))
+
+
+# ---------------------------------------------------------------- sql
+class SqlCompare(_Strict):
+    """How a candidate's result is compared with the expected one."""
+
+    ordered: bool = False
+    column_names: bool = False
+    multiset: bool = True
+    float_tol: float = Field(default=1e-6, ge=0)
+
+
+class SqlSpec(_Strict):
+    """A DuckDB question: setup SQL (and data files), then a reference query or expected rows."""
+
+    family: Literal["sql"] = "sql"
+    setup_sql: str
+    files: dict[str, str] = Field(
+        default_factory=dict, description="Data files (name -> text, e.g. CSV) beside the DB."
+    )
+    reference_query: str | None = None
+    expected_rows: list[list[Any]] | None = None
+    expected_columns: list[str] | None = None
+    compare: SqlCompare = Field(default_factory=SqlCompare)
+    perturb: bool = Field(default=False, description="Also compare on perturbed copies.")
+    timeout_s: float = Field(default=10.0, gt=0, le=600)
+    memory_mb: int = Field(default=256, ge=16, le=65536)
+
+    @model_validator(mode="after")
+    def _one_answer(self) -> SqlSpec:
+        if self.reference_query is None and self.expected_rows is None:
+            raise ValueError("needs reference_query or expected_rows")
+        return self
+
+    def test_count(self) -> int:
+        return 1
+
+
+# ---------------------------------------------------------------- api
+class ApiInitialState(_Strict):
+    buckets: dict[str, dict[str, str]] = Field(default_factory=dict)
+    queues: list[str] = Field(default_factory=list)
+    queue_messages: dict[str, list[str]] = Field(default_factory=dict)
+    log_groups: list[str] = Field(default_factory=list)
+
+
+class ApiExpectedState(_Strict):
+    objects: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="bucket -> key -> exact content"
+    )
+    absent_objects: dict[str, list[str]] = Field(default_factory=dict)
+    queue_messages: dict[str, list[str]] = Field(default_factory=dict)
+    log_events: dict[str, list[str]] = Field(
+        default_factory=dict, description="log group -> messages (all streams)"
+    )
+    order_insensitive: bool = True
+
+
+class ApiSpec(_Strict):
+    """A Python program run against emulated S3/SQS/CloudWatch Logs, judged by final state."""
+
+    family: Literal["api"] = "api"
+    services: list[Literal["s3", "sqs", "logs"]] = Field(min_length=1)
+    initial_state: ApiInitialState = Field(default_factory=ApiInitialState)
+    expected_state: ApiExpectedState
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    memory_mb: int = Field(default=512, ge=16, le=65536)
+
+    def test_count(self) -> int:
+        e = self.expected_state
+        return (
+            sum(len(v) for v in e.objects.values())
+            + sum(len(v) for v in e.absent_objects.values())
+            + len(e.queue_messages)
+            + len(e.log_events)
+        )
+
+
+# ---------------------------------------------------------------- config
+PolicyOp = Literal["exists", "absent", "equals", "not_equals", "in", "matches", "lte", "gte"]
+
+
+class PolicyCheck(_Strict):
+    """One policy rule: for every document matching ``kinds``, ``path`` must satisfy ``op``.
+
+    ``path`` is dotted with ``[*]`` for every list item, e.g.
+    ``spec.template.spec.containers[*].resources.limits.memory``.
+    """
+
+    id: str
+    description: str = ""
+    kinds: list[str] = Field(default_factory=list, description="Empty: every document.")
+    path: str
+    op: PolicyOp
+    value: Any = None
+
+
+class ConfigSpec(_Strict):
+    """A YAML/JSON configuration judged by a schema (Kubernetes or JSON Schema) and policies."""
+
+    family: Literal["config"] = "config"
+    format: Literal["yaml", "json"] = "yaml"
+    schema_kind: Literal["kubernetes", "jsonschema"]
+    kubernetes_version: str | None = None
+    json_schema: dict[str, Any] | None = None
+    policies: list[PolicyCheck] = Field(default_factory=list)
+    max_bytes: int = Field(default=1_000_000, gt=0)
+    max_depth: int = Field(default=64, gt=0)
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ConfigSpec:
+        if self.schema_kind == "jsonschema" and self.json_schema is None:
+            raise ValueError("schema_kind 'jsonschema' needs json_schema")
+        if self.schema_kind == "kubernetes" and not self.kubernetes_version:
+            raise ValueError("schema_kind 'kubernetes' needs kubernetes_version, e.g. '1.29'")
+        return self
+
+    def test_count(self) -> int:
+        return 1 + len(self.policies)
+
+
+VerifierSpec = Annotated[
+    Union[CodeSpec, SqlSpec, ApiSpec, ConfigSpec], Field(discriminator="family")
+]
+
+
+class SourceInfo(_Strict):
+    dataset: str = "unknown"
+    license: str = "unknown"
+    url: str | None = None
+    author: str | None = None
+
+
+class TaskRecord(_Strict):
+    """One candidate task as written by a task author or a generator."""
+
+    id: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9_.:/\-]+$")
+    family: Family
+    prompt: str = Field(min_length=1)
+    verifier: VerifierSpec
+    reference_solution: str
+    source: SourceInfo = Field(default_factory=SourceInfo)
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _family_matches(self) -> TaskRecord:
+        if self.verifier.family != self.family:
+            raise ValueError(
+                f"verifier.family {self.verifier.family!r} does not match family {self.family!r}"
+            )
+        return self
