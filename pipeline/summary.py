@@ -1,0 +1,45 @@
+"""The end-of-run summary table printed by ``tasksieve curate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from schemas import Manifest
+
+
+def render_summary(manifest: Manifest, output: Path, console: Console) -> None:
+    c = manifest.counts
+    head = Table(title=f"tasksieve curate — run {manifest.run_id}", show_header=False)
+    head.add_column("what", style="bold")
+    head.add_column("value", justify="right")
+    for key in ("input", "kept", "rejected", "rollouts"):
+        head.add_row(f"tasks {key}" if key != "rollouts" else "rollouts", str(c.get(key, 0)))
+    head.add_row("model", manifest.model_id)
+    head.add_row("sandbox", str(manifest.sandbox.get("isolation", manifest.sandbox)))
+    head.add_row("config fingerprint", manifest.config_fingerprint)
+    console.print(head)
+
+    reasons = Table(title="rejected, by reason")
+    reasons.add_column("reason")
+    reasons.add_column("count", justify="right")
+    for reason, n in sorted(manifest.rejected_by_reason.items(), key=lambda kv: (-kv[1], kv[0])):
+        reasons.add_row(reason, str(n))
+    console.print(reasons)
+
+    hist = Table(title="pass rate of scored tasks (kept + filtered)")
+    hist.add_column("pass rate")
+    hist.add_column("tasks", justify="right")
+    hist.add_column("")
+    total = max(1, max(manifest.pass_rate_histogram.values(), default=1))
+    for label in ("0", "(0.0,0.2]", "(0.2,0.4]", "(0.4,0.6]", "(0.6,0.8]", "(0.8,1.0]", "1"):
+        n = manifest.pass_rate_histogram.get(label, 0)
+        hist.add_row(label, str(n), "█" * round(20 * n / total))
+    console.print(hist)
+    console.print(
+        f"output: [bold]{output}[/bold]  (tasks/, rejected/, rollouts/, manifest.json)\n"
+        f"query:  duckdb -c \"select family, count(*), avg(pass_rate) "
+        f"from '{output}/tasks/**/*.parquet' group by 1\""
+    )

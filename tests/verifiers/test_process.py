@@ -1,0 +1,183 @@
+"""The process sandbox holds its limits: time, memory, output, network, files, processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+
+import pytest
+
+from verifiers.base import Limits
+from verifiers.process import ProcessSandbox
+
+FAST = Limits(wall_s=5, cpu_s=3, memory_mb=256)
+
+
+def py(sb: ProcessSandbox, code: str) -> list[str]:
+    return [sb.python, "-I", "-S", "-c", code]
+
+
+def test_runs_command_with_files_and_stdin(sandbox):
+    ex = sandbox.run({"in.txt": "hi"}, py(sandbox, "import sys;print(open('in.txt').read(), "
+                                                   "sys.stdin.read())"), FAST, stdin=b"there")
+    assert ex.exit_code == 0 and ex.stdout == b"hi there\n" and ex.limit_hit is None
+
+
+def test_describe_names_backend_and_isolation(sandbox):
+    d = sandbox.describe()
+    assert d["backend"] == "process" and d["isolation"] in ("bwrap", "unshare")
+    assert d["weak"] is False
+
+
+def test_busy_loop_is_stopped(sandbox):
+    ex = sandbox.run({}, py(sandbox, "while True: pass"), Limits(wall_s=2, cpu_s=1))
+    assert ex.limit_hit in ("cpu", "wall") and ex.duration_s < 4
+
+
+def test_sleep_hits_wall_limit(sandbox):
+    t = time.monotonic()
+    ex = sandbox.run({}, py(sandbox, "import time; time.sleep(60)"), Limits(wall_s=1))
+    assert ex.limit_hit == "wall" and ex.exit_code is None and time.monotonic() - t < 3
+
+
+def test_memory_bomb_is_stopped(sandbox):
+    ex = sandbox.run({}, py(sandbox, "x = bytearray(2 * 1024**3)"), FAST)
+    assert ex.exit_code != 0 and ex.limit_hit == "memory"
+
+
+def test_output_flood_is_truncated(sandbox):
+    lim = Limits(wall_s=5, max_output_bytes=10_000)
+    ex = sandbox.run({}, py(sandbox, "import sys\nwhile True: sys.stdout.write('x' * 4096)"), lim)
+    assert ex.limit_hit == "output" and ex.stdout_truncated and len(ex.stdout) == 10_000
+
+
+def test_no_network_not_even_host_loopback(sandbox):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    code = (f"import socket\ntry:\n socket.create_connection(('127.0.0.1', {port}), 2)\n"
+            " print('CONNECTED')\nexcept OSError as e: print('blocked', e)\n"
+            "try:\n socket.create_connection(('1.1.1.1', 53), 2); print('CONNECTED')\n"
+            "except OSError as e: print('blocked', e)")
+    ex = sandbox.run({}, py(sandbox, code), FAST)
+    srv.close()
+    assert b"CONNECTED" not in ex.stdout and ex.stdout.count(b"blocked") == 2
+
+
+@pytest.mark.parametrize("path", ["/etc/shadow", "/root", "/home", "/work", "/etc/passwd",
+                                  os.path.abspath(__file__)])
+def test_cannot_read_host_files(sandbox, path):
+    code = (f"import os\np={path!r}\ntry:\n print(os.listdir(p) if os.path.isdir(p) else "
+            "open(p).read()[:50])\nexcept OSError as e: print('denied', type(e).__name__)")
+    ex = sandbox.run({}, py(sandbox, code), FAST)
+    assert ex.stdout.startswith(b"denied"), ex.stdout
+
+
+@pytest.mark.parametrize("path", ["/usr/evil", "/etc/evil", "/evil", "in.txt"])
+def test_cannot_write_outside_scratch_or_inputs(sandbox, path):
+    code = (f"try:\n open({path!r}, 'w').write('x'); print('WROTE')\n"
+            "except OSError as e: print('denied', e)")
+    ex = sandbox.run({"in.txt": "ro"}, py(sandbox, code), FAST)
+    assert ex.stdout.startswith(b"denied"), ex.stdout
+
+
+def test_can_write_scratch_and_collect(sandbox):
+    ex = sandbox.run({}, py(sandbox, "open('out.txt', 'w').write('done')"), FAST,
+                     collect=("out.txt", "missing.txt"))
+    assert ex.files == {"out.txt": b"done"}
+
+
+def test_collect_does_not_follow_symlinks(sandbox):
+    ex = sandbox.run({}, py(sandbox, "import os; os.symlink('/etc/hostname', 'out.txt')"),
+                     FAST, collect=("out.txt",))
+    assert ex.files == {}
+
+
+def test_disk_fill_is_bounded(sandbox):
+    code = ("import os\nfor i in range(1000):\n"
+            " open(f'f{i}', 'wb').write(os.urandom(1 << 20))")
+    ex = sandbox.run({}, py(sandbox, code), Limits(wall_s=10, scratch_mb=8))
+    assert ex.exit_code != 0 and ex.limit_hit == "file_size"
+
+
+def test_fork_bomb_is_contained(sandbox):
+    code = ("import os\nn = 0\ntry:\n while True:\n  if os.fork() == 0:\n   import time; "
+            "time.sleep(30); os._exit(0)\n  n += 1\nexcept OSError: print('capped', n)")
+    ex = sandbox.run({}, py(sandbox, code), Limits(wall_s=5, max_processes=16))
+    assert ex.stdout.startswith(b"capped") and int(ex.stdout.split()[1]) < 16
+
+
+def test_sees_only_its_own_processes(sandbox):
+    ex = sandbox.run({}, py(sandbox, "import os; print(sorted(int(p) for p in os.listdir("
+                                     "'/proc') if p.isdigit()))"), FAST)
+    assert len(eval(ex.stdout)) <= 4
+
+
+def _alive_with(token: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if token.encode() in fh.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("wall", [1.0, 10.0])
+def test_nothing_left_running(sandbox, wall):
+    token = uuid.uuid4().hex
+    code = ("import os, subprocess, sys\n"
+            f"for _ in range(3): subprocess.Popen(['/bin/sleep', '300', '{token}'],"
+            " start_new_session=True)\n"
+            "if os.fork() == 0: os.setsid(); import time; time.sleep(300)\n"
+            f"import time; time.sleep({wall * 3})")
+    sandbox.run({}, py(sandbox, code), Limits(wall_s=wall) if wall < 5 else FAST)
+    time.sleep(0.2)
+    assert _alive_with(token) == []
+
+
+def test_env_is_cleared(sandbox, monkeypatch):
+    monkeypatch.setenv("TASKSIEVE_SECRET", "s3cret")
+    ex = sandbox.run({}, py(sandbox, "import os; print(dict(os.environ))"), FAST)
+    assert b"s3cret" not in ex.stdout
+
+
+def test_weak_mode_needs_opt_in():
+    with pytest.raises(ValueError, match="allow_weak_isolation"):
+        ProcessSandbox(isolation="none")
+
+
+def test_weak_mode_says_so():
+    sb = ProcessSandbox(isolation="none", allow_weak_isolation=True)
+    assert sb.describe()["weak"] is True
+    assert sb.run({}, py(sb, "print(1)"), FAST).stdout == b"1\n"
+
+
+def test_unshare_fallback_runs_and_isolates_network():
+    try:
+        sb = ProcessSandbox(isolation="unshare")
+    except RuntimeError as e:
+        pytest.skip(f"unshare cannot create namespaces here: {e}")
+    ex = sb.run({}, py(sb, "import socket\ntry: socket.create_connection(('1.1.1.1', 53), 1)\n"
+                           "except OSError: print('blocked')"), FAST)
+    assert ex.stdout == b"blocked\n" and sb.describe()["isolation"] == "unshare"
+
+
+@pytest.mark.parametrize("name", ["/abs", "../up", "a/../../b", ""])
+def test_rejects_escaping_file_names(sandbox, name):
+    with pytest.raises(ValueError):
+        sandbox.run({name: "x"}, ["/bin/true"], FAST)
+
+
+def test_overhead_is_low(sandbox):
+    times = []
+    for _ in range(15):
+        t = time.perf_counter()
+        sandbox.run({}, ["/bin/true"], FAST)
+        times.append(time.perf_counter() - t)
+    assert sorted(times)[len(times) // 2] < 0.05

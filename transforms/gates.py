@@ -1,0 +1,147 @@
+"""Gates: a task must have a verifier, enough tests, a passing reference and failing trivia."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import apache_beam as beam
+
+from schemas import CodeSpec, GateResult
+from transforms.common import REJECTED, count, rejected
+from transforms.items import Item, rejection
+from verifiers import Sandbox, UnsupportedFamily, Verifier
+from verifiers.registry import get_verifier, make_sandbox
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Which sandbox backend runs untrusted code, and whether weak isolation is accepted."""
+
+    backend: str = "process"
+    allow_weak_isolation: bool = False
+    workers: int = 2
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"need sandbox workers >= 1, got {self.workers}")
+
+    def make(self) -> Sandbox:
+        return make_sandbox(self.backend, allow_weak_isolation=self.allow_weak_isolation)
+
+
+@dataclass(frozen=True)
+class GatesConfig:
+    """Reference runs (flakiness check) and the minimum number of tests for code tasks."""
+
+    reference_runs: int = 2
+    min_code_tests: int = 3
+
+    def __post_init__(self) -> None:
+        if self.reference_runs < 1:
+            raise ValueError(f"need reference_runs >= 1, got {self.reference_runs}")
+        if self.min_code_tests < 1:
+            raise ValueError(f"need min_code_tests >= 1, got {self.min_code_tests}")
+
+
+def run_gates(item: Item, verifier: Verifier, cfg: GatesConfig) -> tuple[list[GateResult], str]:
+    """Apply every gate in order; return the results and the failing reason ('' if none)."""
+    task = item.task
+    results: list[GateResult] = []
+    spec = task.verifier
+    if isinstance(spec, CodeSpec):
+        n_tests = spec.test_count()
+        ok = n_tests >= cfg.min_code_tests
+        results.append(GateResult(gate="enough_tests", passed=ok, detail=f"{n_tests} tests"))
+        if not ok:
+            return results, "gate.too_few_tests"
+    outcomes = [verifier.verify(task, task.reference_solution) for _ in range(cfg.reference_runs)]
+    passes = sum(v.passed for v in outcomes)
+    infra = [v for v in outcomes if v.status == "infra_error"]
+    detail = "; ".join(sorted({f"{v.status}: {v.detail}"[:300] for v in outcomes if not v.passed}))
+    results.append(
+        GateResult(
+            gate="reference_passes",
+            passed=passes == len(outcomes),
+            detail=f"{passes}/{len(outcomes)} runs passed" + (f"; {detail}" if detail else ""),
+        )
+    )
+    if infra:
+        return results, "gate.infra_error"
+    if passes == 0:
+        return results, "gate.reference_failed"
+    if passes < len(outcomes):
+        return results, "gate.reference_flaky"
+    for trivial in verifier.trivial_solutions(task):
+        v = verifier.verify(task, trivial)
+        if v.passed:
+            shown = trivial.strip().splitlines()[0] if trivial.strip() else "<empty>"
+            results.append(GateResult(gate="trivial_fails", passed=False, detail=shown[:200]))
+            return results, "gate.trivial_passes"
+    results.append(GateResult(gate="trivial_fails", passed=True))
+    return results, ""
+
+
+class GatesFn(beam.DoFn):
+    """Run the gates for each item; reject with the first failing gate's reason."""
+
+    def __init__(self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str) -> None:
+        self.cfg = cfg
+        self.sandbox_cfg = sandbox
+        self.run_id = run_id
+        self.sandbox: Sandbox | None = None
+
+    def setup(self) -> None:
+        self.sandbox = self.sandbox_cfg.make()
+
+    def teardown(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+    def process(self, item: Item) -> Iterator[Any]:
+        assert self.sandbox is not None
+        try:
+            verifier = get_verifier(item.task.family, self.sandbox)
+        except UnsupportedFamily as exc:
+            yield rejected(
+                rejection(
+                    stage="gates",
+                    reason="verifier.unsupported",
+                    detail=str(exc),
+                    run_id=self.run_id,
+                    item=item,
+                )
+            )
+            return
+        results, reason = run_gates(item, verifier, self.cfg)
+        if reason:
+            failed = next((r for r in results if not r.passed), results[-1])
+            yield rejected(
+                rejection(
+                    stage="gates",
+                    reason=reason,
+                    detail=f"{failed.gate}: {failed.detail}",
+                    run_id=self.run_id,
+                    item=item,
+                )
+            )
+            return
+        count("gates.passed")
+        yield replace(item, gates=[*item.gates, *results])
+
+
+class Gates(beam.PTransform):
+    """Reject tasks that cannot give a meaningful reward, recording every gate's result."""
+
+    def __init__(self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.sandbox = sandbox
+        self.run_id = run_id
+
+    def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
+        out = items | "Run" >> beam.ParDo(
+            GatesFn(self.cfg, self.sandbox, self.run_id)
+        ).with_outputs(REJECTED, main="ok")
+        return {"ok": out.ok, REJECTED: out[REJECTED]}

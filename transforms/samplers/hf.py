@@ -1,0 +1,186 @@
+"""Transformers-on-CPU sampler as a Beam ModelHandler.
+
+Sampling is seeded per (cfg.seed, task_id, sample index): each generated row has its own
+``torch.Generator``, so a task's samples do not depend on which other tasks share its batch
+or on K (sample j is the same for K=2 and K=8). Temperature and top-p are applied by our own
+logits processor, which picks the token and hands greedy decoding a one-token choice.
+What it does NOT guarantee: bit-identical samples across different torch builds, thread
+counts or batch paddings (float rounding can flip a near-tie token, rarely).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from apache_beam.ml.inference.base import ModelHandler
+
+from transforms.samplers.config import SamplerConfig, SampleRequest, Samples
+from transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
+from transforms.samplers.prompts import render_messages
+
+_EXTRA = "pip install 'tasksieve[cpu]'"
+_LOG = logging.getLogger(__name__)
+
+
+def _need_torch() -> Any:
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as e:
+        raise ImportError(f"the transformers sampler needs torch and transformers: {_EXTRA}") from e
+    return torch
+
+
+def sample_seed(seed: int, task_id: str, index: int) -> int:
+    """Deterministic 63-bit seed for sample ``index`` of ``task_id`` under run seed ``seed``."""
+    digest = hashlib.sha256(f"{seed}\x00{task_id}\x00{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
+
+
+def cpu_threads() -> int:
+    """Threads for torch: $OMP_NUM_THREADS if set, else the CPUs this process may use."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class LoadedModel:
+    """Tokenizer and model loaded once per worker."""
+
+    tokenizer: Any
+    model: Any
+    load_s: float
+
+
+class _RowSampler:
+    """Logits processor: temperature + top-p sampling, one seeded generator per row."""
+
+    def __init__(self, seeds: list[int], temperature: float, top_p: float) -> None:
+        torch = _need_torch()
+        self._torch = torch
+        self._gens = [torch.Generator().manual_seed(s) for s in seeds]
+        self._temperature = temperature
+        self._top_p = top_p
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        torch = self._torch
+        scores = scores.float()
+        if self._temperature == 0:
+            choice = scores.argmax(dim=-1)
+        else:
+            probs = torch.softmax(scores / self._temperature, dim=-1)
+            sorted_p, order = probs.sort(dim=-1, descending=True)
+            before = sorted_p.cumsum(dim=-1) - sorted_p  # mass of strictly better tokens
+            sorted_p = sorted_p.masked_fill(before >= self._top_p, 0.0)
+            cdf = sorted_p.cumsum(dim=-1)
+            u = torch.stack([torch.rand((), generator=g) for g in self._gens])
+            target = (u * cdf[:, -1]).unsqueeze(-1)
+            pos = torch.searchsorted(cdf, target).clamp(max=cdf.shape[-1] - 1)
+            choice = order.gather(-1, pos).squeeze(-1)
+        out = torch.full_like(scores, float("-inf"))
+        out.scatter_(-1, choice.unsqueeze(-1), 0.0)
+        return out
+
+
+class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]):
+    """Draw K completions per task with a local transformers causal LM on CPU."""
+
+    def __init__(self, cfg: SamplerConfig, *, batched: bool = True) -> None:
+        super().__init__(min_batch_size=1, max_batch_size=cfg.batch_size)
+        self._cfg = cfg
+        self._batched = batched
+
+    def batch_elements_kwargs(self) -> Mapping[str, Any]:
+        """Batch up to ``cfg.batch_size`` tasks per inference call."""
+        return {"min_batch_size": 1, "max_batch_size": self._cfg.batch_size}
+
+    def model_id(self) -> str:
+        """The model identifier recorded with every sample."""
+        return self._cfg.model or DEFAULT_MODEL_ID
+
+    def load_model(self) -> LoadedModel:
+        """Load tokenizer and float32 model on CPU in eval mode (converting the default once)."""
+        torch = _need_torch()
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        start = time.monotonic()
+        torch.set_num_threads(cpu_threads())
+        path = (
+            Path(self._cfg.model) if self._cfg.model else ensure_default_model(self._cfg.cache_dir)
+        )
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        auto: Any = AutoModelForCausalLM  # its from_pretrained is mis-typed for mypy
+        model = auto.from_pretrained(path, dtype=torch.float32)
+        model.to("cpu")
+        model.eval()
+        load_s = time.monotonic() - start
+        _LOG.info("loaded %s in %.1fs (%d threads)", path, load_s, torch.get_num_threads())
+        return LoadedModel(tokenizer, model, load_s)
+
+    def run_inference(
+        self,
+        batch: Sequence[SampleRequest],
+        model: LoadedModel,
+        inference_args: dict[str, Any] | None = None,
+    ) -> Iterable[Samples]:
+        """One ``Samples`` with K completions per request, in request order."""
+        groups = [list(batch)] if self._batched else [[req] for req in batch]
+        out: list[Samples] = []
+        for group in groups:
+            for req, comps in zip(group, self.generate(group, model), strict=True):
+                out.append(Samples(req.task_id, comps, self.model_id(), "transformers"))
+        return out
+
+    def generate(self, requests: Sequence[SampleRequest], model: LoadedModel) -> list[list[str]]:
+        """K completions for each request, generated together with left padding."""
+        if not requests:
+            return []
+        torch = _need_torch()
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        cfg, tok = self._cfg, model.tokenizer
+        k = cfg.samples
+        texts = [
+            tok.apply_chat_template(render_messages(r), add_generation_prompt=True, tokenize=False)
+            for r in requests
+        ]
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        input_ids = enc["input_ids"].repeat_interleave(k, dim=0)
+        attention = enc["attention_mask"].repeat_interleave(k, dim=0)
+        seeds = [sample_seed(cfg.seed, r.task_id, j) for r in requests for j in range(k)]
+        eos = model.model.generation_config.eos_token_id
+        if eos is None:
+            eos = tok.eos_token_id
+        gen_cfg = GenerationConfig(
+            do_sample=False,
+            max_new_tokens=cfg.max_new_tokens,
+            eos_token_id=eos,
+            pad_token_id=tok.pad_token_id,
+        )
+        with torch.inference_mode():
+            generated = model.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                generation_config=gen_cfg,
+                logits_processor=LogitsProcessorList(
+                    [_RowSampler(seeds, cfg.temperature, cfg.top_p)]
+                ),
+            )
+        new = generated[:, input_ids.shape[1] :]
+        decoded = tok.batch_decode(new, skip_special_tokens=True)
+        return [decoded[i * k : (i + 1) * k] for i in range(len(requests))]

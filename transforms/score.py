@@ -1,0 +1,93 @@
+"""PassRate and Filter: k of n with a Wilson interval, then the difficulty band."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
+
+from schemas import CuratedTask, Lineage
+from transforms.common import REJECTED, count, rejected
+from transforms.items import canonical_json, rejection
+from transforms.rollouts import Scored
+from transforms.stats import BandConfig, wilson_interval
+
+
+def curated_row(s: Scored, run_id: str, fingerprint: str, difficulty: str) -> dict[str, Any]:
+    """The kept-task row for the tasks/ shards."""
+    task = s.item.task
+    lo, hi = wilson_interval(s.k, s.n)
+    row = CuratedTask(
+        id=task.id,
+        family=task.family,
+        prompt=task.prompt,
+        verifier=canonical_json(task.verifier.model_dump(mode="json")),
+        reference_solution=task.reference_solution,
+        source_dataset=task.source.dataset,
+        source_license=task.source.license,
+        tags=list(task.tags),
+        n=s.n,
+        k=s.k,
+        pass_rate=s.k / s.n,
+        ci_low=lo,
+        ci_high=hi,
+        difficulty=difficulty,  # type: ignore[arg-type]
+        gates=s.item.gates,
+        findings=s.item.findings,
+        lineage=Lineage(
+            source_file=s.item.source_file,
+            source_line=s.item.source_line,
+            input_sha256=s.item.input_sha256,
+            run_id=run_id,
+            config_fingerprint=fingerprint,
+        ),
+    )
+    return row.model_dump()
+
+
+class FilterFn(beam.DoFn):
+    """Keep tasks inside the band; reject too_easy / too_hard with their pass rate."""
+
+    def __init__(self, band: BandConfig, run_id: str, fingerprint: str) -> None:
+        self.band = band
+        self.run_id = run_id
+        self.fingerprint = fingerprint
+
+    def process(self, s: Scored) -> Iterator[Any]:
+        rate = s.k / s.n
+        difficulty = self.band.classify(rate)
+        if difficulty != "keep":
+            lo, hi = wilson_interval(s.k, s.n)
+            yield rejected(
+                rejection(
+                    stage="filter",
+                    reason=f"filter.{difficulty}",
+                    detail=f"pass rate {s.k}/{s.n} = {rate:.3f} (95% CI {lo:.2f}-{hi:.2f}); "
+                    f"band keeps {self.band.too_hard} < rate < {self.band.too_easy}",
+                    run_id=self.run_id,
+                    item=s.item,
+                    n=s.n,
+                    k=s.k,
+                    pass_rate=rate,
+                )
+            )
+            return
+        count("filter.kept")
+        yield curated_row(s, self.run_id, self.fingerprint, difficulty)
+
+
+class Filter(beam.PTransform):
+    """Apply the pass-rate band; main output is curated-task rows."""
+
+    def __init__(self, band: BandConfig, run_id: str, fingerprint: str) -> None:
+        super().__init__()
+        self.band = band
+        self.run_id = run_id
+        self.fingerprint = fingerprint
+
+    def expand(self, scored: beam.PCollection) -> dict[str, beam.PCollection]:
+        out = scored | "Band" >> beam.ParDo(
+            FilterFn(self.band, self.run_id, self.fingerprint)
+        ).with_outputs(REJECTED, main="ok")
+        return {"ok": out.ok, REJECTED: out[REJECTED]}

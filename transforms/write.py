@@ -1,0 +1,80 @@
+"""Write: tasks/ (partitioned by family), rejected/ and rollouts/ as zstd Parquet shards.
+
+Shards go under the directory given (the run's staging directory); Beam's file sink writes
+each shard to a temporary name and renames it when the bundle commits. The pipeline module
+publishes the whole directory at once, so a reader never sees a half-written run.
+"""
+
+from __future__ import annotations
+
+import os
+
+import apache_beam as beam
+import pyarrow as pa
+from apache_beam.io.parquetio import WriteToParquet
+
+from schemas import FAMILIES
+from schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
+
+
+def with_fingerprint(schema: pa.Schema, fingerprint: str, run_id: str) -> pa.Schema:
+    meta = dict(schema.metadata or {})
+    meta[b"config_fingerprint"] = fingerprint.encode()
+    meta[b"run_id"] = run_id.encode()
+    return schema.with_metadata(meta)
+
+
+def _sink(prefix: str, schema: pa.Schema) -> WriteToParquet:
+    return WriteToParquet(
+        prefix,
+        schema=schema,
+        codec="zstd",
+        file_name_suffix=".parquet",
+        shard_name_template="-SSSSS-of-NNNNN",
+        record_batch_size=1000,
+    )
+
+
+def family_index(row: dict[str, object], n: int) -> int:
+    return FAMILIES.index(str(row["family"]))
+
+
+class Write(beam.PTransform):
+    """Write the three outputs of a run below ``root``; returns the written file names."""
+
+    def __init__(self, root: str, fingerprint: str, run_id: str) -> None:
+        super().__init__()
+        self.root = root
+        self.fingerprint = fingerprint
+        self.run_id = run_id
+
+    def expand(self, outputs: dict[str, beam.PCollection]) -> beam.PCollection:
+        fp, rid = self.fingerprint, self.run_id
+        written = []
+        parts = outputs["tasks"] | "ByFamily" >> beam.Partition(family_index, len(FAMILIES))
+        for fam, pcoll in zip(FAMILIES, parts, strict=True):
+            written.append(
+                pcoll
+                | f"Tasks[{fam}]"
+                >> _sink(
+                    os.path.join(self.root, "tasks", fam, "part"),
+                    with_fingerprint(TASKS_SCHEMA, fp, rid),
+                )
+            )
+        written.append(
+            outputs["rejected"]
+            | "Rejected"
+            >> _sink(
+                os.path.join(self.root, "rejected", "part"),
+                with_fingerprint(REJECTED_SCHEMA, fp, rid),
+            )
+        )
+        written.append(
+            outputs["rollouts"]
+            | "Rollouts"
+            >> _sink(
+                os.path.join(self.root, "rollouts", "part"),
+                with_fingerprint(ROLLOUTS_SCHEMA, fp, rid),
+            )
+        )
+        return tuple(written) | "Written" >> beam.Flatten()

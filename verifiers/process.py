@@ -1,0 +1,457 @@
+"""The ``process`` sandbox: Linux namespaces (bubblewrap, else unshare) plus rlimits.
+
+With bubblewrap (the default) a run gets new pid/net/ipc/uts (and, unprivileged, user)
+namespaces, a read-only view of only the system dirs and the interpreter's own prefix, a
+private size-limited tmpfs as its writable cwd (``/tmp``), a cleared environment, and
+rlimits on address space, CPU seconds, processes, file size and core dumps. Input files are
+read-only inside. Run as root, the command drops to a per-run unprivileged uid (so RLIMIT_NPROC
+applies and root-only files stay closed); unprivileged, it runs as the caller's uid mapped into
+a fresh user namespace. A wall-clock kill takes down the whole pid namespace.
+
+It does NOT guard against: kernel exploits (no seccomp filter); memory or CPU summed over
+processes (RLIMITs are per process, so the worst case is ``max_processes`` times the limit
+until the wall clock fires); reading world-readable files under the bound system dirs; timing
+side channels. The ``unshare`` fallback isolates network, pids, ipc and uts but NOT the
+filesystem (host files readable by the run's uid are visible; scratch size is not bounded).
+Weak mode (``allow_weak_isolation``) applies rlimits only: no network or pid isolation, and a
+process that leaves the process group survives the kill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import math
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from verifiers.base import Execution, Limits, Sandbox
+from verifiers.launchers import COLLECTOR, RLIMIT_LAUNCHER
+from verifiers.pipes import Pump, drain_until
+
+WORKDIR = "/tmp"
+_PATH = "/usr/local/bin:/usr/bin:/bin"
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_UID_BASE = 1_200_000
+_uid_counter = itertools.count()
+
+
+def base_python() -> str:
+    """The real interpreter behind ``sys.executable`` (a venv's python resolved to its base)."""
+    exe = getattr(sys, "_base_executable", None) or sys.executable
+    return os.path.realpath(exe)
+
+
+def _next_uid() -> int:
+    """A per-run uid so concurrent runs never share an RLIMIT_NPROC count (root mode only)."""
+    return _UID_BASE + (os.getpid() % 4096) * 1024 + next(_uid_counter) % 1024
+
+
+@dataclass
+class SandboxProcess:
+    """A started sandboxed command: its pipes, and how to kill and clean it up."""
+
+    popen: subprocess.Popen[bytes]
+    started: float
+    collect_fd: int | None = None
+    scratch: str | None = None
+    _fds: list[int] = field(default_factory=list)
+
+    def kill(self) -> None:
+        """Kill the whole process group (with namespaces: the whole sandbox)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.popen.kill()
+
+    def close(self) -> None:
+        """Kill what is left, reap it, close the pipes and remove the scratch dir."""
+        self.kill()
+        self.popen.wait()
+        for f in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.collect_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.collect_fd)
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class ProcessSandbox(Sandbox):
+    """Runs commands isolated by bubblewrap (or unshare) namespaces and rlimits."""
+
+    name = "process"
+
+    def __init__(
+        self,
+        allow_weak_isolation: bool = False,
+        isolation: str = "auto",
+        python: str | None = None,
+    ) -> None:
+        if isolation not in ("auto", "bwrap", "unshare", "none"):
+            raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
+        if isolation == "none" and not allow_weak_isolation:
+            raise ValueError("isolation='none' needs allow_weak_isolation=True")
+        self.python = python or base_python()
+        self.allow_weak_isolation = allow_weak_isolation
+        self._root = os.geteuid() == 0
+        self._bwrap = shutil.which("bwrap")
+        self._unshare = shutil.which("unshare")
+        prlimit, setpriv = shutil.which("prlimit", path=_PATH), shutil.which("setpriv", path=_PATH)
+        self._prlimit = prlimit
+        self._setpriv = setpriv if self._root else None
+        self._binds = self._bind_args()
+        self.method = self._select(isolation)
+
+    # ------------------------------------------------------------------ public API
+    def describe(self) -> dict[str, str | bool]:
+        """Backend, isolation method and whether the isolation is weak."""
+        return {
+            "backend": self.name,
+            "isolation": self.method,
+            "weak": self.method == "none",
+            "filesystem_isolated": self.method == "bwrap",
+            "uid": "per-run unprivileged uid" if self._root else "caller uid in a user namespace",
+        }
+
+    def run(
+        self,
+        files: dict[str, bytes | str],
+        command: list[str],
+        limits: Limits,
+        stdin: bytes = b"",
+        collect: tuple[str, ...] = (),
+    ) -> Execution:
+        """Write ``files`` into a fresh scratch dir, run ``command`` there, return what it did."""
+        t0 = time.monotonic()
+        try:
+            proc = self.spawn(files, command, limits, collect=collect)
+        except (OSError, subprocess.SubprocessError) as e:
+            return Execution(None, b"", b"", 0.0, infra_error=f"sandbox start failed: {e}")
+        try:
+            return self._supervise(proc, limits, stdin, collect, t0)
+        finally:
+            proc.close()
+
+    def spawn(
+        self,
+        files: dict[str, bytes | str],
+        command: list[str],
+        limits: Limits,
+        collect: tuple[str, ...] = (),
+    ) -> SandboxProcess:
+        """Start ``command`` in a fresh sandbox with piped stdin/stdout/stderr; don't wait.
+
+        The caller owns the result and must call ``close()``; the wall limit is the caller's.
+        """
+        for name in (*files, *collect):
+            _check_name(name)
+        uid = _next_uid() if self._root else None
+        inner = self._inner(command, limits, uid)
+        keep: list[int] = []
+        scratch: str | None = None
+        collect_r: int | None = None
+        try:
+            if collect and self.method == "bwrap":
+                collect_r, collect_w = os.pipe()
+                keep.append(collect_w)
+                inner = self._limit_prefix(limits, uid) + [
+                    self.python, "-I", "-S", "-c", COLLECTOR, str(collect_w),
+                    json.dumps(list(collect)), str(limits.max_file_bytes), "--", *command,
+                ]  # fmt: skip
+            if self.method == "bwrap":
+                argv = self._bwrap_argv(files, limits, inner, keep)
+                cwd = "/"
+            else:
+                scratch = _host_scratch(files, uid)
+                argv = self._ns_prefix(uid) + inner
+                cwd = scratch
+            env = {"PATH": _PATH, "HOME": WORKDIR if scratch is None else scratch,
+                   "LANG": "C.UTF-8", "TMPDIR": WORKDIR if scratch is None else scratch}  # fmt: skip
+            popen = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=cwd, env=env, pass_fds=tuple(keep), start_new_session=True, close_fds=True,
+            )  # fmt: skip
+        except BaseException:
+            for fd in [*keep, *([collect_r] if collect_r is not None else [])]:
+                os.close(fd)
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        for fd in keep:
+            os.close(fd)
+        return SandboxProcess(popen, time.monotonic(), collect_r, scratch)
+
+    # ------------------------------------------------------------------ supervision
+    def _supervise(
+        self,
+        proc: SandboxProcess,
+        limits: Limits,
+        stdin: bytes,
+        collect: tuple[str, ...],
+        t0: float,
+    ) -> Execution:
+        p = proc.popen
+        assert p.stdin and p.stdout and p.stderr
+        pump = Pump()
+        out = pump.add_reader(p.stdout.fileno(), limits.max_output_bytes)
+        err = pump.add_reader(p.stderr.fileno(), limits.max_output_bytes)
+        col_cap = (limits.max_file_bytes + 512) * max(1, len(collect))
+        col = pump.add_reader(proc.collect_fd, col_cap) if proc.collect_fd is not None else None
+        stdin_fd = os.dup(p.stdin.fileno())  # the pump owns (and closes) this copy
+        p.stdin.close()
+        pump.write(stdin_fd, stdin, close_when_done=True)
+        deadline = t0 + limits.wall_s
+        limit_hit: str | None = None
+        readers = [r for r in (out, err, col) if r is not None]
+        while True:
+            if out.overflow or err.overflow:
+                limit_hit = "output"
+                break
+            if all(r.eof for r in readers):
+                break
+            if p.poll() is not None:  # exited: a short grace for buffered output
+                drain_until(pump, lambda: all(r.eof for r in readers), time.monotonic() + 0.2)
+                break
+            now = time.monotonic()
+            if now >= deadline:
+                limit_hit = "wall"
+                break
+            pump.poll(min(deadline - now, 0.25))
+        if limit_hit is None:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                limit_hit = "wall"
+        proc.kill()
+        p.wait()
+        pump.close()
+        code = p.returncode if p.returncode >= 0 else 128 - p.returncode
+        if limit_hit in ("wall", "output"):
+            code_out: int | None = None if limit_hit == "wall" else code
+        else:
+            code_out = code
+        files = _parse_frames(bytes(col.buf)) if col is not None else {}
+        if proc.scratch and collect:
+            files = {n: d for n in collect if (d := _read_nofollow(proc.scratch, n,
+                                                               limits.max_file_bytes)) is not None}  # fmt: skip
+        stderr = bytes(err.buf)
+        return Execution(
+            exit_code=code_out,
+            stdout=bytes(out.buf),
+            stderr=stderr,
+            duration_s=time.monotonic() - t0,
+            limit_hit=limit_hit or _limit_from(code, stderr),
+            stdout_truncated=out.overflow,
+            stderr_truncated=err.overflow,
+            infra_error=_infra_error(code, stderr, self.method),
+            files=files,
+        )
+
+    # ------------------------------------------------------------------ argv building
+    def _limit_prefix(self, limits: Limits, uid: int | None) -> list[str]:
+        mem = limits.memory_mb * 1024 * 1024
+        cpu = max(1, math.ceil(limits.cpu_s))
+        if self._prlimit and (uid is None or self._setpriv):
+            pre = [self._prlimit, f"--as={mem}", f"--cpu={cpu}:{cpu + 1}",
+                   f"--nproc={limits.max_processes}", f"--fsize={limits.max_file_bytes}",
+                   "--core=0", "--"]  # fmt: skip
+            if uid is not None and self._setpriv:
+                pre += [self._setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+            return pre
+        cfg = {"rl": {"RLIMIT_AS": [mem, mem], "RLIMIT_CPU": [cpu, cpu + 1],
+                      "RLIMIT_NPROC": [limits.max_processes] * 2,
+                      "RLIMIT_FSIZE": [limits.max_file_bytes] * 2, "RLIMIT_CORE": [0, 0]},
+               "uid": uid}  # fmt: skip
+        return [self.python, "-I", "-S", "-c", RLIMIT_LAUNCHER, json.dumps(cfg), "--"]
+
+    def _inner(self, command: list[str], limits: Limits, uid: int | None) -> list[str]:
+        return self._limit_prefix(limits, uid) + list(command)
+
+    def _bind_args(self) -> list[str]:
+        args: list[str] = []
+        bound: list[str] = []
+        for d in _SYSTEM_DIRS:
+            if os.path.islink(d):
+                args += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                args += ["--ro-bind", d, d]
+                bound.append(d)
+        prefix = os.path.realpath(sys.base_prefix)
+        for extra in (prefix, os.path.dirname(self.python)):
+            if not any(extra == b or extra.startswith(b + "/") for b in bound):
+                args += ["--ro-bind", extra, extra]
+                bound.append(extra)
+        if os.path.exists("/etc/ld.so.cache"):
+            args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+        return args
+
+    def _bwrap_argv(
+        self, files: dict[str, bytes | str], limits: Limits, inner: list[str], keep: list[int]
+    ) -> list[str]:
+        assert self._bwrap
+        ns = (["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+               "--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+              if self._root else ["--unshare-all"])  # fmt: skip
+        argv = [self._bwrap, *ns, "--die-with-parent", "--new-session", *self._binds,
+                "--proc", "/proc", "--dev", "/dev",
+                "--size", str(limits.scratch_mb * 1024 * 1024), "--perms", "1777",
+                "--tmpfs", WORKDIR]  # fmt: skip
+        made: set[str] = set()
+        for name, content in files.items():
+            parts = name.split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                d = "/".join(parts[:i])
+                if d not in made:
+                    made.add(d)
+                    argv += ["--perms", "0755", "--dir", f"{WORKDIR}/{d}"]
+            fd = os.memfd_create("sandbox-file")
+            keep.append(fd)
+            data = content.encode() if isinstance(content, str) else content
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.lseek(fd, 0, os.SEEK_SET)
+            argv += ["--perms", "0444", "--ro-bind-data", str(fd), f"{WORKDIR}/{name}"]
+        argv += ["--chdir", WORKDIR, "--clearenv", "--setenv", "PATH", _PATH,
+                 "--setenv", "HOME", WORKDIR, "--setenv", "TMPDIR", WORKDIR,
+                 "--setenv", "LANG", "C.UTF-8", "--", *inner]  # fmt: skip
+        return argv
+
+    def _ns_prefix(self, uid: int | None) -> list[str]:
+        if self.method == "unshare":
+            assert self._unshare
+            user = [] if self._root else ["--user", "--map-root-user"]
+            return [self._unshare, *user, "--pid", "--fork", "--kill-child", "--mount-proc",
+                    "--net", "--ipc", "--uts", "--"]  # fmt: skip
+        return []
+
+    # ------------------------------------------------------------------ probing
+    def _select(self, isolation: str) -> str:
+        order = {"auto": ["bwrap", "unshare"], "bwrap": ["bwrap"], "unshare": ["unshare"],
+                 "none": ["none"]}[isolation]  # fmt: skip
+        reasons: list[str] = []
+        for method in order:
+            why = self._probe(method)
+            if why is None:
+                return method
+            reasons.append(f"{method}: {why}")
+        if isolation == "auto" and self.allow_weak_isolation:
+            return "none"
+        raise RuntimeError(
+            "no namespace isolation works here (" + "; ".join(reasons) + "). Install bubblewrap "
+            "and allow user namespaces, or pass allow_weak_isolation=True for rlimits only."
+        )
+
+    def _probe(self, method: str) -> str | None:
+        tool = {"bwrap": self._bwrap, "unshare": self._unshare}.get(method, "none")
+        if not tool:
+            return "not installed"
+        self.method = method
+        ex = self.run({"probe.txt": "ok"}, [self.python, "-I", "-S", "-c",
+                                            "print(open('probe.txt').read())"],
+                      Limits(wall_s=20, cpu_s=10))  # fmt: skip
+        if ex.stdout.strip() == b"ok" and ex.exit_code == 0:
+            return None
+        return (ex.infra_error or ex.stderr.decode(errors="replace").strip() or "failed")[:300]
+
+
+# ---------------------------------------------------------------------- helpers
+def _check_name(name: str) -> None:
+    parts = name.split("/")
+    if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"sandbox file names must be relative paths without '..', got {name!r}")
+
+
+def _host_scratch(files: dict[str, bytes | str], uid: int | None) -> str:
+    scratch = tempfile.mkdtemp(prefix="tasksieve-sbx-")
+    for name, content in files.items():
+        path = os.path.join(scratch, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(content.encode() if isinstance(content, str) else content)
+        os.chmod(path, 0o444)
+    if uid is not None:
+        os.chown(scratch, uid, uid)
+    return scratch
+
+
+def _read_nofollow(root: str, name: str, cap: int) -> bytes | None:
+    """Read ``root/name`` without following any symlink; None if absent, odd or over ``cap``."""
+    parts = name.split("/")
+    fds: list[int] = []
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        fds.append(fd)
+        for p in parts[:-1]:
+            fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            fds.append(fd)
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        fds.append(fd)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+            return None
+        data = os.read(fd, cap + 1)
+        return data if len(data) <= cap else None
+    except OSError:
+        return None
+    finally:
+        for f in fds:
+            os.close(f)
+
+
+def _parse_frames(buf: bytes) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    pos = 0
+    while pos < len(buf):
+        nl = buf.find(b"\n", pos)
+        if nl < 0:
+            break
+        try:
+            head = json.loads(buf[pos:nl])
+            name, size = str(head["name"]), int(head["size"])
+        except (ValueError, KeyError, TypeError):
+            break
+        pos = nl + 1
+        if size >= 0:
+            out[name] = buf[pos : pos + size]
+            pos += size
+    return out
+
+
+def _limit_from(code: int, stderr: bytes) -> str | None:
+    """Best-effort guess of the limit that stopped a run (stderr text is only a hint)."""
+    if code == 128 + signal.SIGXCPU:
+        return "cpu"
+    if code == 128 + signal.SIGXFSZ:
+        return "file_size"
+    tail = stderr[-4000:]
+    if b"MemoryError" in tail or b"Cannot allocate memory" in tail or b"bad_alloc" in tail:
+        return "memory"
+    if b"File too large" in tail or b"No space left on device" in tail:
+        return "file_size"
+    if b"Resource temporarily unavailable" in tail and b"fork" in tail.lower():
+        return "processes"
+    return None
+
+
+def _infra_error(code: int, stderr: bytes, method: str) -> str | None:
+    """The sandbox tool's own failure (not the command's); forgeable by the command's stderr."""
+    if method == "bwrap" and code == 1 and stderr.startswith(b"bwrap: "):
+        return stderr.decode(errors="replace").strip()[:500]
+    if method == "unshare" and code == 1 and stderr.startswith(b"unshare: "):
+        return stderr.decode(errors="replace").strip()[:500]
+    return None

@@ -1,0 +1,305 @@
+"""Code that runs inside the sandbox for the Python verifier: a candidate server and a test runner.
+
+Run as ``python -I -S python_harness.py candidate`` (loads ``solution.py`` and answers calls)
+or ``... tests`` (runs ``tests.json`` with a proxy in place of the candidate). The two never
+share a process: the parent relays JSON lines between them and counts the results itself.
+Standard library only; the parent imports the planning and codec helpers from here too.
+
+Protocol (one JSON object per line, on fds that were stdin/stdout at start; the code under
+test sees /dev/null and stderr instead):
+- candidate -> parent: ``{"op": "loaded", "error": str | None}`` once, then one reply per call:
+  ``{"ok": value}`` or ``{"exc": [type_name, message]}``.
+- tests -> parent: ``{"op": "call", "fn", "args", "kwargs"}`` (reply ``{"ok"}``, ``{"exc"}``
+  or ``{"crash": message}``), ``{"op": "result", "name", "passed", "detail"}``, ``{"op": "done"}``.
+Values cross in a tagged JSON codec (tuples, sets, dicts with any keys, bytes, complex, nan),
+so only plain built-in values ever reach the test process.
+
+It does NOT guard against tests that need the candidate's objects themselves (custom classes,
+generators, callables passed either way fail), in-place mutation of arguments (not copied
+back), or candidates that hard-code the visible test inputs.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import builtins
+import json
+import math
+import os
+import sys
+import types
+from typing import Any
+
+# ----------------------------------------------------------------------------- codec
+_BAD_TAG = "unknown or malformed tagged value"
+
+
+def encode(v: Any, depth: int = 0) -> Any:
+    """Turn a value into tagged JSON data; raise TypeError for anything not plain data."""
+    if depth > 200:
+        raise TypeError("value nested too deeply")
+    if v is None or isinstance(v, bool):
+        return bool(v) if v is not None else None
+    if isinstance(v, int):
+        return int.__index__(v)
+    if isinstance(v, float):
+        f = float.__float__(v)
+        return f if math.isfinite(f) else {"$f": repr(f)}
+    if isinstance(v, str):
+        return str.__str__(v)
+    d = depth + 1
+    if isinstance(v, list):
+        return [encode(x, d) for x in list.__iter__(v)]
+    if isinstance(v, tuple):
+        return {"$t": [encode(x, d) for x in tuple.__iter__(v)]}
+    if isinstance(v, frozenset):
+        return {"$fs": [encode(x, d) for x in frozenset.__iter__(v)]}
+    if isinstance(v, set):
+        return {"$s": [encode(x, d) for x in set.__iter__(v)]}
+    if isinstance(v, dict):
+        return {"$d": [[encode(k, d), encode(x, d)] for k, x in dict.items(v)]}
+    if isinstance(v, bytes | bytearray):
+        return {"$b": base64.b64encode(bytes(v)).decode()}
+    if isinstance(v, complex):
+        return {"$c": [encode(v.real, d), encode(v.imag, d)]}
+    raise TypeError(f"cannot pass a {type(v).__name__} across the sandbox boundary")
+
+
+def decode(v: Any) -> Any:
+    """Inverse of ``encode``; builds only built-in values."""
+    if v is None or type(v) in (bool, int, float, str):
+        return v
+    if type(v) is list:
+        return [decode(x) for x in v]
+    if type(v) is dict and len(v) == 1:
+        ((tag, x),) = v.items()
+        if tag == "$t" and type(x) is list:
+            return tuple(decode(i) for i in x)
+        if tag == "$s" and type(x) is list:
+            return {decode(i) for i in x}
+        if tag == "$fs" and type(x) is list:
+            return frozenset(decode(i) for i in x)
+        if tag == "$d" and type(x) is list:
+            return {decode(k): decode(i) for k, i in x}
+        if tag == "$b" and type(x) is str:
+            return base64.b64decode(x)
+        if tag == "$c" and type(x) is list and len(x) == 2:
+            return complex(float(x[0]), float(x[1]))
+        if tag == "$f" and x in ("nan", "inf", "-inf"):
+            return float(x)
+    raise ValueError(_BAD_TAG)
+
+
+# ----------------------------------------------------------------------------- planning
+def check_statements(test_code: str) -> list[tuple[str, ast.stmt]] | None:
+    """Top-level statements of ``check``'s body as named tests, or None to run check() whole.
+
+    Every statement that contains an ``assert`` is a test named ``check:L<line>``; the others
+    are setup run in order. None when ``check`` is missing or its body can't run statement by
+    statement (``return``/``yield``/``nonlocal`` at its top level).
+    """
+    tree = ast.parse(test_code)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None)
+    if fn is None or len(fn.args.args) != 1:
+        return None
+    out: list[tuple[str, ast.stmt]] = []
+    for st in fn.body:
+        if isinstance(st, ast.Return | ast.Nonlocal | ast.Global):
+            return None
+        if any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(st)):
+            return None
+        has_assert = any(isinstance(n, ast.Assert) for n in ast.walk(st))
+        out.append((f"check:L{st.lineno}" if has_assert else "", st))
+    return out
+
+
+def plan(cfg: dict[str, Any]) -> list[str]:
+    """The names of the tests a spec defines, in order (computed the same way in the parent)."""
+    style = cfg["style"]
+    if style == "asserts":
+        return [f"assert_{i}" for i in range(len(cfg["asserts"]))]
+    code = cfg["test_code"] or ""
+    if style == "pytest":
+        tree = ast.parse(code)
+        names = [n.name for n in tree.body
+                 if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                 and n.name.startswith("test")]  # fmt: skip
+        return list(dict.fromkeys(names))
+    stmts = check_statements(code)
+    names = [n for n, _ in stmts or [] if n]
+    return names or ["check"]
+
+
+# ----------------------------------------------------------------------------- wire
+class _Wire:
+    """Line-oriented JSON over two private fds; fds 0/1 are detached from the protocol."""
+
+    def __init__(self) -> None:
+        self.rfd, self.wfd = os.dup(0), os.dup(1)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        self._buf = b""
+
+    def send(self, obj: Any) -> None:
+        data = (json.dumps(obj, allow_nan=False) + "\n").encode()
+        while data:
+            data = data[os.write(self.wfd, data) :]
+
+    def recv(self) -> Any:
+        while b"\n" not in self._buf:
+            chunk = os.read(self.rfd, 1 << 16)
+            if not chunk:
+                raise EOFError("parent closed the pipe")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+
+def _describe(e: BaseException) -> list[str]:
+    try:
+        msg = str(e)[:500]
+    except BaseException:  # a hostile __str__
+        msg = "<unprintable>"
+    return [type(e).__name__, msg]
+
+
+# ----------------------------------------------------------------------------- candidate
+def serve_candidate() -> None:
+    """Load solution.py, then answer calls until the parent closes stdin."""
+    wire = _Wire()
+    mod = types.ModuleType("solution")
+    sys.modules["solution"] = mod
+    try:
+        with open("solution.py", encoding="utf-8") as fh:
+            src = fh.read()
+        exec(compile(src, "solution.py", "exec"), mod.__dict__)
+    except BaseException as e:
+        wire.send({"op": "loaded", "error": ": ".join(_describe(e))})
+        return
+    wire.send({"op": "loaded", "error": None})
+    while True:
+        try:
+            req = wire.recv()
+        except EOFError:
+            return
+        try:
+            fn = mod.__dict__.get(req["fn"])
+            if not callable(fn):
+                raise NameError(f"name {req['fn']!r} is not defined by the solution")
+            args = decode(req["args"])
+            kwargs = decode(req["kwargs"])
+            reply: dict[str, Any] = {"ok": encode(fn(*args, **kwargs))}
+        except BaseException as e:
+            reply = {"exc": _describe(e)}
+        try:
+            wire.send(reply)
+        except ValueError as e:  # e.g. a float that JSON cannot hold
+            wire.send({"exc": _describe(e)})
+
+
+# ----------------------------------------------------------------------------- tests
+class CandidateError(Exception):
+    """The candidate raised an exception that is not a plain built-in one."""
+
+
+class CandidateCrashed(Exception):
+    """The candidate's process is gone (exited, killed, or broke the protocol)."""
+
+
+_SAFE_EXC = {n: c for n, c in vars(builtins).items()
+             if isinstance(c, type) and issubclass(c, Exception)}  # fmt: skip
+
+
+class _Proxy:
+    """Stands in for a candidate function; each call is relayed to the candidate process."""
+
+    def __init__(self, wire: _Wire, name: str) -> None:
+        self._wire, self._name = wire, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._wire.send({"op": "call", "fn": self._name, "args": encode(list(args)),
+                         "kwargs": encode(kwargs)})  # fmt: skip
+        rep = self._wire.recv()
+        if "ok" in rep:
+            return decode(rep["ok"])
+        if "exc" in rep:
+            name, msg = str(rep["exc"][0]), str(rep["exc"][1])
+            raise _SAFE_EXC.get(name, CandidateError)(f"{name}: {msg}" if name not in
+                                                      _SAFE_EXC else msg)  # fmt: skip
+        raise CandidateCrashed(str(rep.get("crash", "candidate gone")))
+
+
+class _Globals(dict):  # type: ignore[type-arg]
+    """Test globals where an unknown name resolves to the candidate's function of that name."""
+
+    wire: _Wire
+
+    def __missing__(self, key: str) -> Any:
+        if key.startswith("__") or hasattr(builtins, key):
+            raise KeyError(key)
+        return _Proxy(self.wire, key)
+
+
+def run_tests() -> None:
+    """Run the tests in tests.json, reporting one result per planned test, then done."""
+    wire = _Wire()
+    with open("tests.json", encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    entry = cfg.get("entry_point")
+    fake = types.ModuleType("solution")
+    fake.__getattr__ = lambda name: _Proxy(wire, name)  # type: ignore[method-assign]
+    sys.modules["solution"] = fake
+    g = _Globals(__name__="__tests__", __builtins__=builtins)
+    g.wire = wire
+    if entry:
+        g[entry] = _Proxy(wire, entry)
+
+    def report(name: str, err: BaseException | None) -> None:
+        detail = "" if err is None else ": ".join(_describe(err))
+        wire.send({"op": "result", "name": name, "passed": err is None, "detail": detail})
+
+    def attempt(code: Any, ns: dict[str, Any]) -> BaseException | None:
+        try:
+            exec(code, ns)
+        except BaseException as e:
+            return e
+        return None
+
+    setup_err = attempt(cfg["setup_code"], g) if cfg.get("setup_code") else None
+    style = cfg["style"]
+    if style == "asserts":
+        for i, a in enumerate(cfg["asserts"]):
+            report(f"assert_{i}", setup_err or attempt(compile(a, f"<assert {i}>", "exec"), g))
+    elif style == "pytest":
+        load_err = setup_err or attempt(compile(cfg["test_code"], "tests.py", "exec"), g)
+        for name in plan(cfg):
+            fn = g.get(name)
+            err = load_err or (None if callable(fn) else NameError(f"{name} not collected"))
+            report(name, err or attempt(compile(f"{name}()", name, "exec"), g))
+    else:
+        load_err = setup_err or attempt(compile(cfg["test_code"], "tests.py", "exec"), g)
+        stmts = check_statements(cfg["test_code"])
+        if stmts is None or not any(n for n, _ in stmts) or load_err:
+            code = compile("check(%s)" % (entry or "candidate"), "check", "exec")
+            report("check", load_err or attempt(code, g))
+        else:
+            fn = g["check"]
+            local = _Globals(g)
+            local.wire = wire
+            local[fn.__code__.co_varnames[0]] = _Proxy(wire, entry or "candidate")
+            pending: BaseException | None = None  # a failed setup statement fails the next test
+            for name, st in stmts:
+                err = attempt(compile(ast.Module([st], []), "check", "exec"), local)
+                if name:
+                    report(name, pending or err)
+                    pending = None
+                elif err is not None:
+                    pending = pending or err
+    wire.send({"op": "done"})
+
+
+if __name__ == "__main__":
+    {"candidate": serve_candidate, "tests": run_tests}[sys.argv[1]]()
