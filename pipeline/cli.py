@@ -7,16 +7,19 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from rich.console import Console
-from rich.logging import RichHandler
+# Beam logs a warning about optional GCP clients at import time; keep the CLI's output clean.
+logging.getLogger().setLevel(logging.ERROR)
 
-from pipeline import validate as validate_cmd
-from pipeline import verify_cmd
-from transforms.decontaminate import DecontamConfig
-from transforms.dedup import DedupConfig
-from transforms.gates import GatesConfig, SandboxConfig
-from transforms.samplers import SamplerConfig
-from transforms.stats import BandConfig
+from rich.console import Console  # noqa: E402
+from rich.logging import RichHandler  # noqa: E402
+
+from pipeline import validate as validate_cmd  # noqa: E402
+from pipeline import verify_cmd  # noqa: E402
+from transforms.decontaminate import DecontamConfig  # noqa: E402
+from transforms.dedup import DedupConfig  # noqa: E402
+from transforms.gates import GatesConfig, SandboxConfig  # noqa: E402
+from transforms.samplers import SamplerConfig  # noqa: E402
+from transforms.stats import BandConfig  # noqa: E402
 
 EPILOG = "Arguments curate does not know are passed to Beam as pipeline options."
 

@@ -39,7 +39,12 @@ def render_summary(manifest: Manifest, output: Path, console: Console) -> None:
         hist.add_row(label, str(n), "█" * round(20 * n / total))
     console.print(hist)
     console.print(
-        f"output: [bold]{output}[/bold]  (tasks/, rejected/, rollouts/, manifest.json)\n"
-        f"query:  duckdb -c \"select family, count(*), avg(pass_rate) "
-        f"from '{output}/tasks/**/*.parquet' group by 1\""
+        f"output: [bold]{output}[/bold]  (tasks/, rejected/, rollouts/, manifest.json)",
+        soft_wrap=True,
+    )
+    console.print(
+        f'query:  duckdb -c "select family, count(*), avg(pass_rate) '
+        f"from '{output}/tasks/**/*.parquet' group by 1\"",
+        soft_wrap=True,
+        highlight=False,
     )

@@ -6,7 +6,7 @@ solution and source metadata. The verifier spec is a discriminated union on ``fa
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -194,9 +194,7 @@ class ConfigSpec(_Strict):
         return 1 + len(self.policies)
 
 
-VerifierSpec = Annotated[
-    Union[CodeSpec, SqlSpec, ApiSpec, ConfigSpec], Field(discriminator="family")
-]
+VerifierSpec = Annotated[CodeSpec | SqlSpec | ApiSpec | ConfigSpec, Field(discriminator="family")]
 
 
 class SourceInfo(_Strict):

@@ -87,6 +87,3 @@ class Decontaminate(beam.PTransform):
             REJECTED, main="ok"
         )
         return {"ok": out.ok, REJECTED: out[REJECTED]}
-
-
-

@@ -74,9 +74,7 @@ class ExactDedup(beam.PTransform):
             items
             | "KeyByPrompt" >> beam.Map(lambda it: (prompt_key(it), it))
             | "Group" >> beam.GroupByKey()
-            | "KeepFirst" >> beam.ParDo(KeepFirstFn(self.run_id)).with_outputs(
-                REJECTED, main="ok"
-            )
+            | "KeepFirst" >> beam.ParDo(KeepFirstFn(self.run_id)).with_outputs(REJECTED, main="ok")
         )
         return {"ok": out.ok, REJECTED: out[REJECTED]}
 
@@ -131,10 +129,11 @@ class NearDedup(beam.PTransform):
         dropped = (
             docs
             | "Collect" >> beam.combiners.ToList()
-            | "Cluster" >> beam.Map(
-                lambda ds: near_duplicates(ds, cfg.near_threshold, cfg.num_perm)
-                if cfg.enabled
-                else {}
+            | "Cluster"
+            >> beam.Map(
+                lambda ds: (
+                    near_duplicates(ds, cfg.near_threshold, cfg.num_perm) if cfg.enabled else {}
+                )
             )
         )
         out = items | "Drop" >> beam.ParDo(

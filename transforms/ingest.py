@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
 
@@ -10,7 +10,7 @@ from transforms.common import count
 from transforms.sources import SourceRecord, expand_inputs, iter_source_records
 
 
-def read_counted(path: str) -> list[SourceRecord] | object:
+def read_counted(path: str) -> Iterator[SourceRecord]:
     """Stream one file's records, counting them."""
     for rec in iter_source_records(path):
         count("ingest.records")

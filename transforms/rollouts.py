@@ -16,8 +16,8 @@ from transforms.common import REJECTED, count, rejected
 from transforms.gates import SandboxConfig
 from transforms.items import Item, rejection
 from transforms.samplers import (
-    SampleRequest,
     SamplerConfig,
+    SampleRequest,
     Samples,
     extract_solution,
     make_model_handler,
@@ -122,9 +122,7 @@ class VerifyFn(beam.DoFn):
             return
         entry = sample_request(item).entry_point
         solutions = [extract_solution(c, task.family, entry) for c in samples.completions]
-        verdicts: list[Verdict] = list(
-            self.pool.map(lambda s: verifier.verify(task, s), solutions)
-        )
+        verdicts: list[Verdict] = list(self.pool.map(lambda s: verifier.verify(task, s), solutions))
         infra = [v for v in verdicts if v.status == "infra_error"]
         for i, (comp, sol, verdict) in enumerate(
             zip(samples.completions, solutions, verdicts, strict=True)

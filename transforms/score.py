@@ -11,10 +11,10 @@ from schemas import CuratedTask, Lineage
 from transforms.common import REJECTED, count, rejected
 from transforms.items import canonical_json, rejection
 from transforms.rollouts import Scored
-from transforms.stats import BandConfig, wilson_interval
+from transforms.stats import BandConfig, Difficulty, wilson_interval
 
 
-def curated_row(s: Scored, run_id: str, fingerprint: str, difficulty: str) -> dict[str, Any]:
+def curated_row(s: Scored, run_id: str, fingerprint: str, difficulty: Difficulty) -> dict[str, Any]:
     """The kept-task row for the tasks/ shards."""
     task = s.item.task
     lo, hi = wilson_interval(s.k, s.n)
@@ -32,7 +32,7 @@ def curated_row(s: Scored, run_id: str, fingerprint: str, difficulty: str) -> di
         pass_rate=s.k / s.n,
         ci_low=lo,
         ci_high=hi,
-        difficulty=difficulty,  # type: ignore[arg-type]
+        difficulty=difficulty,
         gates=s.item.gates,
         findings=s.item.findings,
         lineage=Lineage(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -57,7 +58,7 @@ def histogram_bin(pass_rate: float) -> str:
         return "0"
     if pass_rate >= 1.0:
         return "1"
-    for lo, hi in zip(HISTOGRAM_EDGES, HISTOGRAM_EDGES[1:], strict=False):
+    for lo, hi in itertools.pairwise(HISTOGRAM_EDGES):
         if pass_rate <= hi:
             return f"({lo:.1f},{hi:.1f}]"
     return "1"

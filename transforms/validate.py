@@ -45,7 +45,8 @@ class ValidateFn(beam.DoFn):
                     source_file=rec.source_file,
                     source_line=rec.line,
                     record_id=rid if isinstance(rid, str) else None,
-                    family=rec.data.get("family") if isinstance(rec.data.get("family"), str)
+                    family=rec.data.get("family")
+                    if isinstance(rec.data.get("family"), str)
                     else None,
                     raw=rec.raw,
                 )
@@ -93,9 +94,7 @@ class Validate(beam.PTransform):
             parsed.ok
             | "KeyById" >> beam.Map(lambda it: (it.id, it))
             | "GroupById" >> beam.GroupByKey()
-            | "FirstOfId" >> beam.ParDo(FirstOfIdFn(self.run_id)).with_outputs(
-                REJECTED, main="ok"
-            )
+            | "FirstOfId" >> beam.ParDo(FirstOfIdFn(self.run_id)).with_outputs(REJECTED, main="ok")
         )
         bad = (parsed[REJECTED], unique[REJECTED]) | "Rejected" >> beam.Flatten()
         return {"ok": unique.ok, REJECTED: bad}

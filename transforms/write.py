@@ -51,7 +51,10 @@ class Write(beam.PTransform):
     def expand(self, outputs: dict[str, beam.PCollection]) -> beam.PCollection:
         fp, rid = self.fingerprint, self.run_id
         written = []
-        parts = outputs["tasks"] | "ByFamily" >> beam.Partition(family_index, len(FAMILIES))
+        parts = outputs["tasks"] | "ByFamily" >> beam.Partition(
+            family_index,  # type: ignore[arg-type]
+            len(FAMILIES),
+        )
         for fam, pcoll in zip(FAMILIES, parts, strict=True):
             written.append(
                 pcoll

@@ -74,6 +74,7 @@ class Sandbox(abc.ABC):
 
     def close(self) -> None:
         """Release pooled resources; the default holds none."""
+        return None
 
 
 class UnsupportedFamily(Exception):

@@ -26,16 +26,22 @@ import math
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 
 from verifiers.base import Execution, Limits, Sandbox
 from verifiers.launchers import COLLECTOR, RLIMIT_LAUNCHER
 from verifiers.pipes import Pump, drain_until
+from verifiers.process_support import (
+    check_name,
+    host_scratch,
+    infra_error,
+    limit_from,
+    parse_frames,
+    read_nofollow,
+)
 
 WORKDIR = "/tmp"
 _PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -158,7 +164,7 @@ class ProcessSandbox(Sandbox):
         The caller owns the result and must call ``close()``; the wall limit is the caller's.
         """
         for name in (*files, *collect):
-            _check_name(name)
+            check_name(name)
         uid = _next_uid() if self._root else None
         inner = self._inner(command, limits, uid)
         keep: list[int] = []
@@ -168,23 +174,43 @@ class ProcessSandbox(Sandbox):
             if collect and self.method == "bwrap":
                 collect_r, collect_w = os.pipe()
                 keep.append(collect_w)
-                inner = self._limit_prefix(limits, uid) + [
-                    self.python, "-I", "-S", "-c", COLLECTOR, str(collect_w),
-                    json.dumps(list(collect)), str(limits.max_file_bytes), "--", *command,
-                ]  # fmt: skip
+                inner = [
+                    *self._limit_prefix(limits, uid),
+                    self.python,
+                    "-I",
+                    "-S",
+                    "-c",
+                    COLLECTOR,
+                    str(collect_w),
+                    json.dumps(list(collect)),
+                    str(limits.max_file_bytes),
+                    "--",
+                    *command,
+                ]
             if self.method == "bwrap":
                 argv = self._bwrap_argv(files, limits, inner, keep)
                 cwd = "/"
             else:
-                scratch = _host_scratch(files, uid)
+                scratch = host_scratch(files, uid)
                 argv = self._ns_prefix(uid) + inner
                 cwd = scratch
-            env = {"PATH": _PATH, "HOME": WORKDIR if scratch is None else scratch,
-                   "LANG": "C.UTF-8", "TMPDIR": WORKDIR if scratch is None else scratch}  # fmt: skip
+            env = {
+                "PATH": _PATH,
+                "HOME": WORKDIR if scratch is None else scratch,
+                "LANG": "C.UTF-8",
+                "TMPDIR": WORKDIR if scratch is None else scratch,
+            }
             popen = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=cwd, env=env, pass_fds=tuple(keep), start_new_session=True, close_fds=True,
-            )  # fmt: skip
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                pass_fds=tuple(keep),
+                start_new_session=True,
+                close_fds=True,
+            )
         except BaseException:
             for fd in [*keep, *([collect_r] if collect_r is not None else [])]:
                 os.close(fd)
@@ -244,20 +270,21 @@ class ProcessSandbox(Sandbox):
             code_out: int | None = None if limit_hit == "wall" else code
         else:
             code_out = code
-        files = _parse_frames(bytes(col.buf)) if col is not None else {}
+        files = parse_frames(bytes(col.buf)) if col is not None else {}
         if proc.scratch and collect:
-            files = {n: d for n in collect if (d := _read_nofollow(proc.scratch, n,
-                                                               limits.max_file_bytes)) is not None}  # fmt: skip
+            cap = limits.max_file_bytes
+            found = {n: read_nofollow(proc.scratch, n, cap) for n in collect}
+            files = {n: d for n, d in found.items() if d is not None}
         stderr = bytes(err.buf)
         return Execution(
             exit_code=code_out,
             stdout=bytes(out.buf),
             stderr=stderr,
             duration_s=time.monotonic() - t0,
-            limit_hit=limit_hit or _limit_from(code, stderr),
+            limit_hit=limit_hit or limit_from(code, stderr),
             stdout_truncated=out.overflow,
             stderr_truncated=err.overflow,
-            infra_error=_infra_error(code, stderr, self.method),
+            infra_error=infra_error(code, stderr, self.method),
             files=files,
         )
 
@@ -266,16 +293,28 @@ class ProcessSandbox(Sandbox):
         mem = limits.memory_mb * 1024 * 1024
         cpu = max(1, math.ceil(limits.cpu_s))
         if self._prlimit and (uid is None or self._setpriv):
-            pre = [self._prlimit, f"--as={mem}", f"--cpu={cpu}:{cpu + 1}",
-                   f"--nproc={limits.max_processes}", f"--fsize={limits.max_file_bytes}",
-                   "--core=0", "--"]  # fmt: skip
+            pre = [
+                self._prlimit,
+                f"--as={mem}",
+                f"--cpu={cpu}:{cpu + 1}",
+                f"--nproc={limits.max_processes}",
+                f"--fsize={limits.max_file_bytes}",
+                "--core=0",
+                "--",
+            ]
             if uid is not None and self._setpriv:
                 pre += [self._setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
             return pre
-        cfg = {"rl": {"RLIMIT_AS": [mem, mem], "RLIMIT_CPU": [cpu, cpu + 1],
-                      "RLIMIT_NPROC": [limits.max_processes] * 2,
-                      "RLIMIT_FSIZE": [limits.max_file_bytes] * 2, "RLIMIT_CORE": [0, 0]},
-               "uid": uid}  # fmt: skip
+        cfg = {
+            "rl": {
+                "RLIMIT_AS": [mem, mem],
+                "RLIMIT_CPU": [cpu, cpu + 1],
+                "RLIMIT_NPROC": [limits.max_processes] * 2,
+                "RLIMIT_FSIZE": [limits.max_file_bytes] * 2,
+                "RLIMIT_CORE": [0, 0],
+            },
+            "uid": uid,
+        }
         return [self.python, "-I", "-S", "-c", RLIMIT_LAUNCHER, json.dumps(cfg), "--"]
 
     def _inner(self, command: list[str], limits: Limits, uid: int | None) -> list[str]:
@@ -293,6 +332,9 @@ class ProcessSandbox(Sandbox):
         prefix = os.path.realpath(sys.base_prefix)
         for extra in (prefix, os.path.dirname(self.python)):
             if not any(extra == b or extra.startswith(b + "/") for b in bound):
+                parents = extra.split("/")[1:-1]
+                for i in range(1, len(parents) + 1):  # traversable, but empty, parents
+                    args += ["--perms", "0755", "--dir", "/" + "/".join(parents[:i])]
                 args += ["--ro-bind", extra, extra]
                 bound.append(extra)
         if os.path.exists("/etc/ld.so.cache"):
@@ -303,13 +345,38 @@ class ProcessSandbox(Sandbox):
         self, files: dict[str, bytes | str], limits: Limits, inner: list[str], keep: list[int]
     ) -> list[str]:
         assert self._bwrap
-        ns = (["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-               "--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-              if self._root else ["--unshare-all"])  # fmt: skip
-        argv = [self._bwrap, *ns, "--die-with-parent", "--new-session", *self._binds,
-                "--proc", "/proc", "--dev", "/dev",
-                "--size", str(limits.scratch_mb * 1024 * 1024), "--perms", "1777",
-                "--tmpfs", WORKDIR]  # fmt: skip
+        ns = (
+            [
+                "--unshare-pid",
+                "--unshare-net",
+                "--unshare-ipc",
+                "--unshare-uts",
+                "--unshare-cgroup-try",
+                "--cap-add",
+                "CAP_SETUID",
+                "--cap-add",
+                "CAP_SETGID",
+            ]
+            if self._root
+            else ["--unshare-all"]
+        )
+        argv = [
+            self._bwrap,
+            *ns,
+            "--die-with-parent",
+            "--new-session",
+            *self._binds,
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(limits.scratch_mb * 1024 * 1024),
+            "--perms",
+            "1777",
+            "--tmpfs",
+            WORKDIR,
+        ]
         made: set[str] = set()
         for name, content in files.items():
             parts = name.split("/")[:-1]
@@ -326,23 +393,53 @@ class ProcessSandbox(Sandbox):
                 view = view[os.write(fd, view) :]
             os.lseek(fd, 0, os.SEEK_SET)
             argv += ["--perms", "0444", "--ro-bind-data", str(fd), f"{WORKDIR}/{name}"]
-        argv += ["--chdir", WORKDIR, "--clearenv", "--setenv", "PATH", _PATH,
-                 "--setenv", "HOME", WORKDIR, "--setenv", "TMPDIR", WORKDIR,
-                 "--setenv", "LANG", "C.UTF-8", "--", *inner]  # fmt: skip
+        argv += [
+            "--chdir",
+            WORKDIR,
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            _PATH,
+            "--setenv",
+            "HOME",
+            WORKDIR,
+            "--setenv",
+            "TMPDIR",
+            WORKDIR,
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--",
+            *inner,
+        ]
         return argv
 
     def _ns_prefix(self, uid: int | None) -> list[str]:
         if self.method == "unshare":
             assert self._unshare
             user = [] if self._root else ["--user", "--map-root-user"]
-            return [self._unshare, *user, "--pid", "--fork", "--kill-child", "--mount-proc",
-                    "--net", "--ipc", "--uts", "--"]  # fmt: skip
+            return [
+                self._unshare,
+                *user,
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--mount-proc",
+                "--net",
+                "--ipc",
+                "--uts",
+                "--",
+            ]
         return []
 
     # ------------------------------------------------------------------ probing
     def _select(self, isolation: str) -> str:
-        order = {"auto": ["bwrap", "unshare"], "bwrap": ["bwrap"], "unshare": ["unshare"],
-                 "none": ["none"]}[isolation]  # fmt: skip
+        order = {
+            "auto": ["bwrap", "unshare"],
+            "bwrap": ["bwrap"],
+            "unshare": ["unshare"],
+            "none": ["none"],
+        }[isolation]
         reasons: list[str] = []
         for method in order:
             why = self._probe(method)
@@ -361,97 +458,11 @@ class ProcessSandbox(Sandbox):
         if not tool:
             return "not installed"
         self.method = method
-        ex = self.run({"probe.txt": "ok"}, [self.python, "-I", "-S", "-c",
-                                            "print(open('probe.txt').read())"],
-                      Limits(wall_s=20, cpu_s=10))  # fmt: skip
+        ex = self.run(
+            {"probe.txt": "ok"},
+            [self.python, "-I", "-S", "-c", "print(open('probe.txt').read())"],
+            Limits(wall_s=20, cpu_s=10),
+        )
         if ex.stdout.strip() == b"ok" and ex.exit_code == 0:
             return None
         return (ex.infra_error or ex.stderr.decode(errors="replace").strip() or "failed")[:300]
-
-
-# ---------------------------------------------------------------------- helpers
-def _check_name(name: str) -> None:
-    parts = name.split("/")
-    if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise ValueError(f"sandbox file names must be relative paths without '..', got {name!r}")
-
-
-def _host_scratch(files: dict[str, bytes | str], uid: int | None) -> str:
-    scratch = tempfile.mkdtemp(prefix="tasksieve-sbx-")
-    for name, content in files.items():
-        path = os.path.join(scratch, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as fh:
-            fh.write(content.encode() if isinstance(content, str) else content)
-        os.chmod(path, 0o444)
-    if uid is not None:
-        os.chown(scratch, uid, uid)
-    return scratch
-
-
-def _read_nofollow(root: str, name: str, cap: int) -> bytes | None:
-    """Read ``root/name`` without following any symlink; None if absent, odd or over ``cap``."""
-    parts = name.split("/")
-    fds: list[int] = []
-    try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-        fds.append(fd)
-        for p in parts[:-1]:
-            fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            fds.append(fd)
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
-        fds.append(fd)
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
-            return None
-        data = os.read(fd, cap + 1)
-        return data if len(data) <= cap else None
-    except OSError:
-        return None
-    finally:
-        for f in fds:
-            os.close(f)
-
-
-def _parse_frames(buf: bytes) -> dict[str, bytes]:
-    out: dict[str, bytes] = {}
-    pos = 0
-    while pos < len(buf):
-        nl = buf.find(b"\n", pos)
-        if nl < 0:
-            break
-        try:
-            head = json.loads(buf[pos:nl])
-            name, size = str(head["name"]), int(head["size"])
-        except (ValueError, KeyError, TypeError):
-            break
-        pos = nl + 1
-        if size >= 0:
-            out[name] = buf[pos : pos + size]
-            pos += size
-    return out
-
-
-def _limit_from(code: int, stderr: bytes) -> str | None:
-    """Best-effort guess of the limit that stopped a run (stderr text is only a hint)."""
-    if code == 128 + signal.SIGXCPU:
-        return "cpu"
-    if code == 128 + signal.SIGXFSZ:
-        return "file_size"
-    tail = stderr[-4000:]
-    if b"MemoryError" in tail or b"Cannot allocate memory" in tail or b"bad_alloc" in tail:
-        return "memory"
-    if b"File too large" in tail or b"No space left on device" in tail:
-        return "file_size"
-    if b"Resource temporarily unavailable" in tail and b"fork" in tail.lower():
-        return "processes"
-    return None
-
-
-def _infra_error(code: int, stderr: bytes, method: str) -> str | None:
-    """The sandbox tool's own failure (not the command's); forgeable by the command's stderr."""
-    if method == "bwrap" and code == 1 and stderr.startswith(b"bwrap: "):
-        return stderr.decode(errors="replace").strip()[:500]
-    if method == "unshare" and code == 1 and stderr.startswith(b"unshare: "):
-        return stderr.decode(errors="replace").strip()[:500]
-    return None

@@ -18,18 +18,25 @@ reference solution from the prompt; tests that need candidate objects rather tha
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from schemas import CheckResult, CodeSpec, TaskRecord, Verdict
+from schemas import CheckResult, CodeSpec, TaskRecord, Verdict, VerdictStatus
 from verifiers import python_harness
 from verifiers.base import Execution, Limits, Sandbox, Verifier
 from verifiers.pipes import Pump, Reader
 from verifiers.process import SandboxProcess, base_python
 
 HARNESS_SOURCE = Path(python_harness.__file__).read_text(encoding="utf-8")
+
+# CPython 3.11 before 3.11.9 can fail ast.parse with "AST constructor recursion depth
+# mismatch" when threads parse at the same time (gh-106905); verifiers run in thread pools.
+AST_LOCK = threading.Lock()
 _MAX_LINE = 4_000_000
 _STARTUP_GRACE_S = 2.0
 
@@ -38,9 +45,12 @@ class InteractiveSandbox(Protocol):
     """A sandbox that can start a command and leave its pipes to the caller."""
 
     def spawn(
-        self, files: dict[str, bytes | str], command: list[str], limits: Limits,
+        self,
+        files: dict[str, bytes | str],
+        command: list[str],
+        limits: Limits,
         collect: tuple[str, ...] = (),
-    ) -> SandboxProcess: ...  # fmt: skip
+    ) -> SandboxProcess: ...
 
 
 def normalise_output(text: str) -> str:
@@ -84,14 +94,20 @@ class PythonVerifier(Verifier):
     def _io(self, spec: CodeSpec, solution: str) -> Verdict:
         limits = Limits(wall_s=spec.timeout_s, cpu_s=spec.timeout_s, memory_mb=spec.memory_mb)
         checks: list[CheckResult] = []
-        status, limit_hit, detail = "pass", None, ""
+        status: VerdictStatus = "pass"
+        limit_hit: str | None = None
+        detail = ""
         for i, case in enumerate(spec.io_cases):
             name = f"io_{i}"
             if status in ("timeout", "error", "infra_error"):
                 checks.append(CheckResult(name=name, passed=False, detail="not run"))
                 continue
-            ex = self.sandbox.run({"solution.py": solution}, [self.python, "-I", "-S",
-                                  "solution.py"], limits, stdin=case.stdin.encode())  # fmt: skip
+            ex = self.sandbox.run(
+                {"solution.py": solution},
+                [self.python, "-I", "-S", "solution.py"],
+                limits,
+                stdin=case.stdin.encode(),
+            )
             ok, why = _judge_io(ex, case.stdout)
             checks.append(CheckResult(name=name, passed=ok, detail=why))
             if ex.infra_error:
@@ -108,26 +124,35 @@ class PythonVerifier(Verifier):
     # ------------------------------------------------------------------ function styles
     def _relay(self, spec: CodeSpec, solution: str) -> Verdict:
         cfg: dict[str, Any] = {
-            "style": spec.style, "entry_point": spec.entry_point, "test_code": spec.test_code,
-            "asserts": spec.asserts, "setup_code": spec.setup_code,
-        }  # fmt: skip
-        names = python_harness.plan(cfg)
+            "style": spec.style,
+            "entry_point": spec.entry_point,
+            "test_code": spec.test_code,
+            "asserts": spec.asserts,
+            "setup_code": spec.setup_code,
+        }
+        with AST_LOCK:
+            names = python_harness.plan(cfg)
         declared = spec.test_count() if spec.style == "pytest" else 0
         names += [f"declared_test_{i}" for i in range(len(names), declared)]
         spawn = getattr(self.sandbox, "spawn", None)
         if spawn is None:
-            return Verdict(status="infra_error", tests_total=len(names),
-                           detail=f"sandbox {self.sandbox.name!r} cannot start interactive "
-                                  "sessions (needs spawn())")  # fmt: skip
+            return Verdict(
+                status="infra_error",
+                tests_total=len(names),
+                detail=f"sandbox {self.sandbox.name!r} cannot start interactive "
+                "sessions (needs spawn())",
+            )
         wall = spec.timeout_s + _STARTUP_GRACE_S
         limits = Limits(wall_s=wall, cpu_s=spec.timeout_s, memory_mb=spec.memory_mb)
         cmd = [self.python, "-I", "-S", "harness.py"]
-        cand: SandboxProcess = spawn({"harness.py": HARNESS_SOURCE, "solution.py": solution},
-                                     [*cmd, "candidate"], limits)  # fmt: skip
+        cand: SandboxProcess = spawn(
+            {"harness.py": HARNESS_SOURCE, "solution.py": solution}, [*cmd, "candidate"], limits
+        )
         try:
             tests: SandboxProcess = spawn(
                 {"harness.py": HARNESS_SOURCE, "tests.json": json.dumps(cfg)},
-                [*cmd, "tests"], limits,
+                [*cmd, "tests"],
+                limits,
             )
         except BaseException:
             cand.close()
@@ -178,9 +203,13 @@ class _Session:
     def run(self, names: list[str]) -> Verdict:
         loaded = self.line(self.c_out)
         if loaded is None or loaded.get("op") != "loaded":
-            if self.timed_out or _cpu_killed(self.cand):
-                return _verdict("timeout", _fails(names, "timed out while loading"),
-                                "time limit while loading the solution", "wall")  # fmt: skip
+            if self.timed_out or _cpu_killed(self.cand, self.c_out):
+                return _verdict(
+                    "timeout",
+                    _fails(names, "timed out while loading"),
+                    "time limit while loading the solution",
+                    "wall",
+                )
             why = "solution exited or broke the protocol while loading"
             return _verdict("error", _fails(names, why), why + _err_tail(self.c_err))
         if loaded.get("error") is not None:
@@ -206,25 +235,39 @@ class _Session:
                 self.send(self.tests, reply)
             elif op == "result" and msg.get("name") in names and msg["name"] not in results:
                 name = str(msg["name"])
-                results[name] = CheckResult(name=name, passed=msg.get("passed") is True,
-                                            detail=str(msg.get("detail", ""))[:500])  # fmt: skip
+                results[name] = CheckResult(
+                    name=name,
+                    passed=msg.get("passed") is True,
+                    detail=str(msg.get("detail", ""))[:500],
+                )
             elif op == "done":
                 done = True
-        checks = [results.get(n) or CheckResult(name=n, passed=False, detail="no result")
-                  for n in names]  # fmt: skip
-        if self.timed_out or _cpu_killed(self.cand):
+        checks = [
+            results.get(n) or CheckResult(name=n, passed=False, detail="no result") for n in names
+        ]
+        if self.timed_out or _cpu_killed(self.cand, self.c_out):
             return _verdict("timeout", checks, "time limit", "wall" if self.timed_out else "cpu")
         if not done:
-            return _verdict("infra_error", checks, "test harness ended without finishing"
-                            + _err_tail(self.t_err))  # fmt: skip
+            return _verdict(
+                "infra_error",
+                checks,
+                "test harness ended without finishing" + _err_tail(self.t_err),
+            )
         ok = all(c.passed for c in checks)
         first = next((c for c in checks if not c.passed), None)
-        return _verdict("pass" if ok else "fail", checks,
-                        "" if first is None else f"{first.name}: {first.detail}"[:500])
+        return _verdict(
+            "pass" if ok else "fail",
+            checks,
+            "" if first is None else f"{first.name}: {first.detail}"[:500],
+        )
 
 
 # ---------------------------------------------------------------------- helpers
-def _cpu_killed(proc: SandboxProcess) -> bool:
+def _cpu_killed(proc: SandboxProcess, out: Reader) -> bool:
+    """Whether the process died of its CPU limit (waits briefly for it once its pipe closed)."""
+    if out.eof:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.popen.wait(timeout=1.0)
     code = proc.popen.poll()
     return code is not None and code in (128 + 24, -24)  # SIGXCPU
 
@@ -234,10 +277,10 @@ def _fails(names: list[str], detail: str) -> list[CheckResult]:
 
 
 def _verdict(
-    status: str, checks: list[CheckResult], detail: str, limit_hit: str | None = None
+    status: VerdictStatus, checks: list[CheckResult], detail: str, limit_hit: str | None = None
 ) -> Verdict:
     return Verdict(
-        status=status,  # type: ignore[arg-type]
+        status=status,
         tests_passed=sum(c.passed for c in checks),
         tests_total=len(checks),
         detail=detail[:1000],

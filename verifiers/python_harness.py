@@ -122,9 +122,11 @@ def plan(cfg: dict[str, Any]) -> list[str]:
     code = cfg["test_code"] or ""
     if style == "pytest":
         tree = ast.parse(code)
-        names = [n.name for n in tree.body
-                 if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-                 and n.name.startswith("test")]  # fmt: skip
+        names = [
+            n.name
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test")
+        ]
         return list(dict.fromkeys(names))
     stmts = check_statements(code)
     names = [n for n, _ in stmts or [] if n]
@@ -209,8 +211,9 @@ class CandidateCrashed(Exception):
     """The candidate's process is gone (exited, killed, or broke the protocol)."""
 
 
-_SAFE_EXC = {n: c for n, c in vars(builtins).items()
-             if isinstance(c, type) and issubclass(c, Exception)}  # fmt: skip
+_SAFE_EXC = {
+    n: c for n, c in vars(builtins).items() if isinstance(c, type) and issubclass(c, Exception)
+}
 
 
 class _Proxy:
@@ -220,19 +223,21 @@ class _Proxy:
         self._wire, self._name = wire, name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._wire.send({"op": "call", "fn": self._name, "args": encode(list(args)),
-                         "kwargs": encode(kwargs)})  # fmt: skip
+        self._wire.send(
+            {"op": "call", "fn": self._name, "args": encode(list(args)), "kwargs": encode(kwargs)}
+        )
         rep = self._wire.recv()
         if "ok" in rep:
             return decode(rep["ok"])
         if "exc" in rep:
             name, msg = str(rep["exc"][0]), str(rep["exc"][1])
-            raise _SAFE_EXC.get(name, CandidateError)(f"{name}: {msg}" if name not in
-                                                      _SAFE_EXC else msg)  # fmt: skip
+            raise _SAFE_EXC.get(name, CandidateError)(
+                f"{name}: {msg}" if name not in _SAFE_EXC else msg
+            )
         raise CandidateCrashed(str(rep.get("crash", "candidate gone")))
 
 
-class _Globals(dict):  # type: ignore[type-arg]
+class _Globals(dict[str, Any]):
     """Test globals where an unknown name resolves to the candidate's function of that name."""
 
     wire: _Wire
@@ -250,7 +255,7 @@ def run_tests() -> None:
         cfg = json.load(fh)
     entry = cfg.get("entry_point")
     fake = types.ModuleType("solution")
-    fake.__getattr__ = lambda name: _Proxy(wire, name)  # type: ignore[method-assign]
+    fake.__dict__["__getattr__"] = lambda name: _Proxy(wire, name)
     sys.modules["solution"] = fake
     g = _Globals(__name__="__tests__", __builtins__=builtins)
     g.wire = wire

@@ -80,8 +80,15 @@ def test_every_rejection_has_reason_and_location(run: Path) -> None:
 
 @pytest.mark.parametrize(
     "reason",
-    ["validate.parse_error", "validate.schema", "dedup.exact", "decontam.humaneval",
-     "gate.reference_failed", "filter.too_easy", "filter.too_hard"],
+    [
+        "validate.parse_error",
+        "validate.schema",
+        "dedup.exact",
+        "decontam.humaneval",
+        "gate.reference_failed",
+        "filter.too_easy",
+        "filter.too_hard",
+    ],
 )
 def test_deliberately_bad_examples_get_their_reason(run: Path, reason: str) -> None:
     reasons = {r["reason"] for r in _rows(run, "rejected")}
@@ -145,8 +152,19 @@ def test_overwrite_replaces_cleanly(tmp_path: Path, run: Path) -> None:
 
 
 def test_missing_input_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["curate", "--input", str(tmp_path / "nope.jsonl"), "--output",
-                 str(tmp_path / "o"), "--sampler", "replay", "--replay", str(REPLAY)])
+    code = main(
+        [
+            "curate",
+            "--input",
+            str(tmp_path / "nope.jsonl"),
+            "--output",
+            str(tmp_path / "o"),
+            "--sampler",
+            "replay",
+            "--replay",
+            str(REPLAY),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "nope.jsonl" in err and "Traceback" not in err

@@ -22,7 +22,11 @@ TASKS = [
             "family": "code",
             "style": "asserts",
             "entry_point": "add",
-            "asserts": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(5, 7) == 12"],
+            "asserts": [
+                "assert add(1, 2) == 3",
+                "assert add(-1, 1) == 0",
+                "assert add(5, 7) == 12",
+            ],
         },
         "reference_solution": "def add(a, b):\n    return a + b\n",
     },
@@ -34,8 +38,11 @@ TASKS = [
             "family": "code",
             "style": "asserts",
             "entry_point": "is_even",
-            "asserts": ["assert is_even(2) is True", "assert is_even(7) is False",
-                        "assert is_even(0) is True"],
+            "asserts": [
+                "assert is_even(2) is True",
+                "assert is_even(7) is False",
+                "assert is_even(0) is True",
+            ],
         },
         "reference_solution": "def is_even(n):\n    return n % 2 == 0\n",
     },
@@ -51,14 +58,29 @@ def test_curate_with_the_real_model(tmp_path: Path) -> None:
     src = tmp_path / "tasks.jsonl"
     src.write_text("".join(json.dumps(t) + "\n" for t in TASKS))
     out = tmp_path / "out"
-    code = main(["curate", "--input", str(src), "--output", str(out), "--samples", "2",
-                 "--max-new-tokens", "64", "--no-humaneval", "--quiet"])
+    code = main(
+        [
+            "curate",
+            "--input",
+            str(src),
+            "--output",
+            str(out),
+            "--samples",
+            "2",
+            "--max-new-tokens",
+            "64",
+            "--no-humaneval",
+            "--quiet",
+        ]
+    )
     assert code == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert "SmolLM2" in manifest["model_id"]
     assert manifest["counts"]["input"] == 2
     assert manifest["counts"]["kept"] + manifest["counts"]["rejected"] == 2
-    rollouts = [r for f in (out / "rollouts").glob("*.parquet") for r in pq.read_table(f).to_pylist()]
+    rollouts = [
+        r for f in (out / "rollouts").glob("*.parquet") for r in pq.read_table(f).to_pylist()
+    ]
     assert len(rollouts) == 4
     assert all(r["completion"] for r in rollouts)
     assert {r["verdict"]["status"] for r in rollouts} <= {"pass", "fail", "error", "timeout"}

@@ -35,9 +35,7 @@ def task(tid: str = "t1") -> dict[str, Any]:
 
 
 def jsonl(path: Path, *lines: dict[str, Any] | str) -> Path:
-    path.write_text(
-        "".join((ln if isinstance(ln, str) else json.dumps(ln)) + "\n" for ln in lines)
-    )
+    path.write_text("".join((ln if isinstance(ln, str) else json.dumps(ln)) + "\n" for ln in lines))
     return path
 
 
@@ -94,11 +92,14 @@ def test_json_format_is_json_lines(tmp_path: Path, capsys: pytest.CaptureFixture
     rc, out, _ = cli(capsys, "--format", "json", str(path))
     assert rc == 1
     problems = [json.loads(line) for line in out]
-    assert {tuple(sorted(p)) for p in problems} == {
-        ("field", "line", "message", "path", "task_id")
-    }
-    assert {"path": str(path), "line": 2, "task_id": "-", "field": "-",
-            "message": "expected a JSON object, got array"} in problems
+    assert {tuple(sorted(p)) for p in problems} == {("field", "line", "message", "path", "task_id")}
+    assert {
+        "path": str(path),
+        "line": 2,
+        "task_id": "-",
+        "field": "-",
+        "message": "expected a JSON object, got array",
+    } in problems
     assert {(p["line"], p["field"]) for p in problems} >= {(1, "prompt"), (1, "family")}
 
 
@@ -140,10 +141,14 @@ def test_empty_input_is_a_warning_not_an_error(
     [
         (lambda d: str(d / "missing.jsonl"), "missing.jsonl: no such file or directory"),
         (lambda d: str(d / "nope-*.jsonl"), "matches no files"),
-        (lambda d: (d / "x.parquet").write_bytes(b"junk") and str(d / "x.parquet"),
-         "x.parquet: not a readable Parquet file"),
-        (lambda d: (d / "x.json").write_text('[{"id": "a"}') and str(d / "x.json"),
-         "x.json: JSON array is not closed"),
+        (
+            lambda d: (d / "x.parquet").write_bytes(b"junk") and str(d / "x.parquet"),
+            "x.parquet: not a readable Parquet file",
+        ),
+        (
+            lambda d: (d / "x.json").write_text('[{"id": "a"}') and str(d / "x.json"),
+            "x.json: JSON array is not closed",
+        ),
     ],
     ids=["missing", "glob-nothing", "corrupt-parquet", "truncated-json-array"],
 )
@@ -171,7 +176,10 @@ def test_reads_parquet_and_reports_its_bad_row(
 def _module(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pipeline.validate", *argv],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
     )
 
 

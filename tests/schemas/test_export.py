@@ -29,8 +29,12 @@ def test_task_schema_validates_a_record_with_jsonschema() -> None:
         "id": "t1",
         "family": "code",
         "prompt": "Write add(a, b).",
-        "verifier": {"family": "code", "style": "asserts", "entry_point": "add",
-                     "asserts": ["assert add(1, 2) == 3"]},
+        "verifier": {
+            "family": "code",
+            "style": "asserts",
+            "entry_point": "add",
+            "asserts": ["assert add(1, 2) == 3"],
+        },
         "reference_solution": "def add(a, b):\n    return a + b\n",
     }
     jsonschema.validate(rec, doc)
@@ -44,8 +48,12 @@ def test_family_mismatch_is_rejected() -> None:
                 "id": "t1",
                 "family": "sql",
                 "prompt": "p",
-                "verifier": {"family": "code", "style": "asserts", "entry_point": "f",
-                             "asserts": ["assert f()"]},
+                "verifier": {
+                    "family": "code",
+                    "style": "asserts",
+                    "entry_point": "f",
+                    "asserts": ["assert f()"],
+                },
                 "reference_solution": "",
             }
         )

@@ -81,24 +81,36 @@ CONFIG_SPEC = {
     [
         (_delete("prompt"), "prompt", "Field required"),
         (_set("prompt", ""), "prompt", "String should have at least 1 character"),
-        (_set("reference_solution", 1), "reference_solution",
-         "Input should be a valid string (got number)"),
+        (
+            _set("reference_solution", 1),
+            "reference_solution",
+            "Input should be a valid string (got number)",
+        ),
         (_set("id", "has space"), "id", "String should match pattern"),
         (_set("extra", 1), "extra", "Extra inputs are not permitted"),
         (_set("metadata", {"k": 1}), "metadata.k", "Input should be a valid string (got number)"),
         (_set("tags", "a,b"), "tags", "Input should be a valid list (got string)"),
         (_set("verifier", IO_SPEC), "verifier.io_cases.0.stdout", "Field required"),
-        (_set("verifier.asserts", []), "verifier",
-         "style 'asserts' needs a non-empty asserts list"),
+        (
+            _set("verifier.asserts", []),
+            "verifier",
+            "style 'asserts' needs a non-empty asserts list",
+        ),
         (_set("verifier.style", "nope"), "verifier.style", "Input should be 'check', 'asserts'"),
         (_set("verifier.timeout_s", 0), "verifier.timeout_s", "Input should be greater than 0"),
         (_set("verifier.family", "sql"), "verifier.setup_sql", "Field required"),
-        (_set("verifier.family", "nope"), "verifier.family",
-         "Input tag 'nope' found using 'family'"),
+        (
+            _set("verifier.family", "nope"),
+            "verifier.family",
+            "Input tag 'nope' found using 'family'",
+        ),
         (_delete("verifier.family"), "verifier.family", "Field required"),
         (_set("family", "sql"), "-", "verifier.family 'code' does not match family 'sql'"),
-        (_both(_set("family", "config"), _set("verifier", CONFIG_SPEC)),
-         "verifier.policies.0.path", "Field required"),
+        (
+            _both(_set("family", "config"), _set("verifier", CONFIG_SPEC)),
+            "verifier.policies.0.path",
+            "Field required",
+        ),
         (_set("verifier", [1]), "verifier", "(got array)"),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
@@ -156,8 +168,11 @@ def test_verifier_text_that_is_not_json_says_so(code_task: dict[str, Any]) -> No
     code_task["verifier"] = "{not json"
     _, problems = validate_record("a.parquet", 1, code_task)
     assert [(p.field, p.message) for p in problems] == [
-        ("verifier", "verifier is text but not valid JSON: "
-         "Expecting property name enclosed in double quotes at column 2")
+        (
+            "verifier",
+            "verifier is text but not valid JSON: "
+            "Expecting property name enclosed in double quotes at column 2",
+        )
     ]
 
 

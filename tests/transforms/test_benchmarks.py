@@ -49,8 +49,17 @@ def test_unrelated_prompts_are_clean(index: BenchmarkIndex, text: str) -> None:
 
 
 def test_user_benchmark_item_is_matched() -> None:
-    idx = BenchmarkIndex([BenchmarkItem("mybench", "q1", "Compute the nth Fibonacci number "
-                                        "using memoisation and return it modulo one billion seven.")])
-    found = idx.check("compute the NTH fibonacci number using memoisation and return it "
-                      "modulo one billion seven!")
+    idx = BenchmarkIndex(
+        [
+            BenchmarkItem(
+                "mybench",
+                "q1",
+                "Compute the nth Fibonacci number "
+                "using memoisation and return it modulo one billion seven.",
+            )
+        ]
+    )
+    found = idx.check(
+        "compute the NTH fibonacci number using memoisation and return it modulo one billion seven!"
+    )
     assert found[0].source == "mybench"

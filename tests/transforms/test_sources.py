@@ -75,8 +75,17 @@ def test_jsonl_reads_objects_with_line_numbers_and_skips_blank_lines(tmp_path: P
         (b'{"a":', "invalid JSON: Expecting value at column 6"),
         (b"{'a': 1}", "invalid JSON: Expecting property name enclosed in double quotes"),
     ],
-    ids=["missing-comma", "indented", "bad-byte", "cut-utf8", "array", "string", "null",
-         "truncated", "single-quotes"],
+    ids=[
+        "missing-comma",
+        "indented",
+        "bad-byte",
+        "cut-utf8",
+        "array",
+        "string",
+        "null",
+        "truncated",
+        "single-quotes",
+    ],
 )
 def test_jsonl_bad_line_is_a_record_with_error_and_later_lines_still_read(
     tmp_path: Path, line: bytes, error: str
@@ -272,9 +281,10 @@ def _save_dataset(root: Path, rows: list[dict[str, Any]]) -> Path:
     """Write a directory shaped like ``datasets.Dataset.save_to_disk`` output."""
     root.mkdir(parents=True)
     table = _task_table(rows)
-    with pa.OSFile(str(root / "data-00000-of-00001.arrow"), "wb") as sink, pa.ipc.new_stream(
-        sink, table.schema
-    ) as writer:
+    with (
+        pa.OSFile(str(root / "data-00000-of-00001.arrow"), "wb") as sink,
+        pa.ipc.new_stream(sink, table.schema) as writer,
+    ):
         writer.write_table(table, max_chunksize=2)
     (root / "dataset_info.json").write_text(json.dumps({"features": {}}))
     (root / "state.json").write_text(
@@ -317,8 +327,15 @@ def _tree(tmp_path: Path) -> Path:
     root = tmp_path / "in"
     (root / "sub" / "deeper").mkdir(parents=True)
     (root / ".hidden").mkdir()
-    for rel in ["a.jsonl", "sub/b.json", "sub/deeper/c.jsonl.gz", "sub/d.parquet",
-                ".hidden/x.jsonl", "README.md", "sub/notes.txt"]:
+    for rel in [
+        "a.jsonl",
+        "sub/b.json",
+        "sub/deeper/c.jsonl.gz",
+        "sub/d.parquet",
+        ".hidden/x.jsonl",
+        "README.md",
+        "sub/notes.txt",
+    ]:
         (root / rel).write_bytes(b"")
     return root
 
@@ -361,8 +378,15 @@ def test_bad_patterns_raise_input_error_naming_them(
 
 @pytest.mark.parametrize(
     ("name", "fmt"),
-    [("a.jsonl", "jsonl"), ("a.JSONL.GZ", "jsonl"), ("a.ndjson", "jsonl"), ("a.json", "json"),
-     ("a.json.gz", "json"), ("a.parquet", "parquet"), ("a.arrow", "arrow-dataset")],
+    [
+        ("a.jsonl", "jsonl"),
+        ("a.JSONL.GZ", "jsonl"),
+        ("a.ndjson", "jsonl"),
+        ("a.json", "json"),
+        ("a.json.gz", "json"),
+        ("a.parquet", "parquet"),
+        ("a.arrow", "arrow-dataset"),
+    ],
 )
 def test_input_format_by_suffix(name: str, fmt: str) -> None:
     assert input_format(name) == fmt

@@ -37,6 +37,8 @@ def test_band_rejects_bad_bounds(hard: float, easy: float) -> None:
         BandConfig(too_hard=hard, too_easy=easy)
 
 
-@pytest.mark.parametrize("rate,label", [(0.0, "0"), (1.0, "1"), (0.5, "(0.4,0.6]"), (0.2, "(0.0,0.2]")])
+@pytest.mark.parametrize(
+    "rate,label", [(0.0, "0"), (1.0, "1"), (0.5, "(0.4,0.6]"), (0.2, "(0.0,0.2]")]
+)
 def test_histogram_bins(rate: float, label: str) -> None:
     assert histogram_bin(rate) == label

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 import uuid
 
@@ -20,8 +21,12 @@ def py(sb: ProcessSandbox, code: str) -> list[str]:
 
 
 def test_runs_command_with_files_and_stdin(sandbox):
-    ex = sandbox.run({"in.txt": "hi"}, py(sandbox, "import sys;print(open('in.txt').read(), "
-                                                   "sys.stdin.read())"), FAST, stdin=b"there")
+    ex = sandbox.run(
+        {"in.txt": "hi"},
+        py(sandbox, "import sys;print(open('in.txt').read(), sys.stdin.read())"),
+        FAST,
+        stdin=b"there",
+    )
     assert ex.exit_code == 0 and ex.stdout == b"hi there\n" and ex.limit_hit is None
 
 
@@ -58,61 +63,92 @@ def test_no_network_not_even_host_loopback(sandbox):
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     port = srv.getsockname()[1]
-    code = (f"import socket\ntry:\n socket.create_connection(('127.0.0.1', {port}), 2)\n"
-            " print('CONNECTED')\nexcept OSError as e: print('blocked', e)\n"
-            "try:\n socket.create_connection(('1.1.1.1', 53), 2); print('CONNECTED')\n"
-            "except OSError as e: print('blocked', e)")
+    code = (
+        f"import socket\ntry:\n socket.create_connection(('127.0.0.1', {port}), 2)\n"
+        " print('CONNECTED')\nexcept OSError as e: print('blocked', e)\n"
+        "try:\n socket.create_connection(('1.1.1.1', 53), 2); print('CONNECTED')\n"
+        "except OSError as e: print('blocked', e)"
+    )
     ex = sandbox.run({}, py(sandbox, code), FAST)
     srv.close()
     assert b"CONNECTED" not in ex.stdout and ex.stdout.count(b"blocked") == 2
 
 
-@pytest.mark.parametrize("path", ["/etc/shadow", "/root", "/home", "/work", "/etc/passwd",
-                                  os.path.abspath(__file__)])
+@pytest.mark.parametrize(
+    "path", ["/etc/shadow", "/etc/passwd", "/work", "/home", os.path.abspath(__file__)]
+)
 def test_cannot_read_host_files(sandbox, path):
-    code = (f"import os\np={path!r}\ntry:\n print(os.listdir(p) if os.path.isdir(p) else "
-            "open(p).read()[:50])\nexcept OSError as e: print('denied', type(e).__name__)")
+    code = (
+        f"import os\np={path!r}\ntry:\n print(os.listdir(p) if os.path.isdir(p) else "
+        "open(p).read()[:50])\nexcept OSError as e: print('denied', type(e).__name__)"
+    )
     ex = sandbox.run({}, py(sandbox, code), FAST)
     assert ex.stdout.startswith(b"denied"), ex.stdout
 
 
+@pytest.mark.parametrize("host_dir", ["/root", "/home", "/work"])
+def test_host_dirs_show_only_the_interpreter_path(sandbox, host_dir):
+    allowed = {
+        p.split("/")[len(host_dir.split("/"))]
+        for p in (sandbox.python, sys.base_prefix)
+        if p.startswith(host_dir + "/")
+    }
+    code = f"import os\ntry: print(sorted(os.listdir({host_dir!r})))\nexcept OSError: print([])"
+    ex = sandbox.run({}, py(sandbox, code), FAST)
+    assert set(eval(ex.stdout)) <= allowed, ex.stdout
+
+
 @pytest.mark.parametrize("path", ["/usr/evil", "/etc/evil", "/evil", "in.txt"])
 def test_cannot_write_outside_scratch_or_inputs(sandbox, path):
-    code = (f"try:\n open({path!r}, 'w').write('x'); print('WROTE')\n"
-            "except OSError as e: print('denied', e)")
+    code = (
+        f"try:\n open({path!r}, 'w').write('x'); print('WROTE')\n"
+        "except OSError as e: print('denied', e)"
+    )
     ex = sandbox.run({"in.txt": "ro"}, py(sandbox, code), FAST)
     assert ex.stdout.startswith(b"denied"), ex.stdout
 
 
 def test_can_write_scratch_and_collect(sandbox):
-    ex = sandbox.run({}, py(sandbox, "open('out.txt', 'w').write('done')"), FAST,
-                     collect=("out.txt", "missing.txt"))
+    ex = sandbox.run(
+        {},
+        py(sandbox, "open('out.txt', 'w').write('done')"),
+        FAST,
+        collect=("out.txt", "missing.txt"),
+    )
     assert ex.files == {"out.txt": b"done"}
 
 
 def test_collect_does_not_follow_symlinks(sandbox):
-    ex = sandbox.run({}, py(sandbox, "import os; os.symlink('/etc/hostname', 'out.txt')"),
-                     FAST, collect=("out.txt",))
+    ex = sandbox.run(
+        {},
+        py(sandbox, "import os; os.symlink('/etc/hostname', 'out.txt')"),
+        FAST,
+        collect=("out.txt",),
+    )
     assert ex.files == {}
 
 
 def test_disk_fill_is_bounded(sandbox):
-    code = ("import os\nfor i in range(1000):\n"
-            " open(f'f{i}', 'wb').write(os.urandom(1 << 20))")
+    code = "import os\nfor i in range(1000):\n open(f'f{i}', 'wb').write(os.urandom(1 << 20))"
     ex = sandbox.run({}, py(sandbox, code), Limits(wall_s=10, scratch_mb=8))
     assert ex.exit_code != 0 and ex.limit_hit == "file_size"
 
 
 def test_fork_bomb_is_contained(sandbox):
-    code = ("import os\nn = 0\ntry:\n while True:\n  if os.fork() == 0:\n   import time; "
-            "time.sleep(30); os._exit(0)\n  n += 1\nexcept OSError: print('capped', n)")
+    code = (
+        "import os\nn = 0\ntry:\n while True:\n  if os.fork() == 0:\n   import time; "
+        "time.sleep(30); os._exit(0)\n  n += 1\nexcept OSError: print('capped', n)"
+    )
     ex = sandbox.run({}, py(sandbox, code), Limits(wall_s=5, max_processes=16))
     assert ex.stdout.startswith(b"capped") and int(ex.stdout.split()[1]) < 16
 
 
 def test_sees_only_its_own_processes(sandbox):
-    ex = sandbox.run({}, py(sandbox, "import os; print(sorted(int(p) for p in os.listdir("
-                                     "'/proc') if p.isdigit()))"), FAST)
+    ex = sandbox.run(
+        {},
+        py(sandbox, "import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))"),
+        FAST,
+    )
     assert len(eval(ex.stdout)) <= 4
 
 
@@ -131,11 +167,13 @@ def _alive_with(token: str) -> list[str]:
 @pytest.mark.parametrize("wall", [1.0, 10.0])
 def test_nothing_left_running(sandbox, wall):
     token = uuid.uuid4().hex
-    code = ("import os, subprocess, sys\n"
-            f"for _ in range(3): subprocess.Popen(['/bin/sleep', '300', '{token}'],"
-            " start_new_session=True)\n"
-            "if os.fork() == 0: os.setsid(); import time; time.sleep(300)\n"
-            f"import time; time.sleep({wall * 3})")
+    code = (
+        "import os, subprocess, sys\n"
+        f"for _ in range(3): subprocess.Popen(['/bin/sleep', '300', '{token}'],"
+        " start_new_session=True)\n"
+        "if os.fork() == 0: os.setsid(); import time; time.sleep(300)\n"
+        f"import time; time.sleep({wall * 3})"
+    )
     sandbox.run({}, py(sandbox, code), Limits(wall_s=wall) if wall < 5 else FAST)
     time.sleep(0.2)
     assert _alive_with(token) == []
@@ -163,8 +201,15 @@ def test_unshare_fallback_runs_and_isolates_network():
         sb = ProcessSandbox(isolation="unshare")
     except RuntimeError as e:
         pytest.skip(f"unshare cannot create namespaces here: {e}")
-    ex = sb.run({}, py(sb, "import socket\ntry: socket.create_connection(('1.1.1.1', 53), 1)\n"
-                           "except OSError: print('blocked')"), FAST)
+    ex = sb.run(
+        {},
+        py(
+            sb,
+            "import socket\ntry: socket.create_connection(('1.1.1.1', 53), 1)\n"
+            "except OSError: print('blocked')",
+        ),
+        FAST,
+    )
     assert ex.stdout == b"blocked\n" and sb.describe()["isolation"] == "unshare"
 
 

@@ -37,6 +37,8 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from verifiers.python_code import AST_LOCK
+
 _LANGS: dict[str, frozenset[str]] = {
     "code": frozenset({"python", "py", "python3", "py3"}),
     "api": frozenset({"python", "py", "python3", "py3"}),
@@ -134,7 +136,8 @@ def _trim_trailing_prose(lines: list[str]) -> str | None:
 
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        with AST_LOCK:
+            ast.parse(code)
     except (SyntaxError, ValueError):
         return False
     return True
@@ -143,7 +146,8 @@ def _parses(code: str) -> bool:
 def _does_something(code: str) -> bool:
     """True if ``code`` parses to more than bare names/constants (so "Sure" is not code)."""
     try:
-        tree = ast.parse(code)
+        with AST_LOCK:
+            tree = ast.parse(code)
     except (SyntaxError, ValueError):
         return False
     return any(

@@ -27,6 +27,7 @@ from transforms.samplers.prompts import render_messages
 
 _EXTRA = "pip install 'tasksieve[cpu]'"
 _LOG = logging.getLogger(__name__)
+_NUCLEUS_PREFILTER = 512
 
 
 def _need_torch() -> Any:
@@ -80,18 +81,28 @@ class _RowSampler:
         if self._temperature == 0:
             choice = scores.argmax(dim=-1)
         else:
-            probs = torch.softmax(scores / self._temperature, dim=-1)
-            sorted_p, order = probs.sort(dim=-1, descending=True)
-            before = sorted_p.cumsum(dim=-1) - sorted_p  # mass of strictly better tokens
-            sorted_p = sorted_p.masked_fill(before >= self._top_p, 0.0)
-            cdf = sorted_p.cumsum(dim=-1)
-            u = torch.stack([torch.rand((), generator=g) for g in self._gens])
-            target = (u * cdf[:, -1]).unsqueeze(-1)
-            pos = torch.searchsorted(cdf, target).clamp(max=cdf.shape[-1] - 1)
-            choice = order.gather(-1, pos).squeeze(-1)
+            choice = self._sample(torch.softmax(scores / self._temperature, dim=-1))
         out = torch.full_like(scores, float("-inf"))
         out.scatter_(-1, choice.unsqueeze(-1), 0.0)
         return out
+
+    def _sample(self, probs: Any) -> Any:
+        """One token per row from ``probs`` restricted to its top-p nucleus."""
+        torch = self._torch
+        if self._top_p >= 1:
+            cand_p, cand_i = probs, None
+        else:
+            # The nucleus almost always lies in the top few hundred tokens: topk is much
+            # cheaper than sorting the vocabulary; fall back to a full sort when it does not.
+            cand_p, cand_i = probs.topk(min(_NUCLEUS_PREFILTER, probs.shape[-1]), dim=-1)
+            if bool((cand_p.sum(dim=-1) < self._top_p).any()):
+                cand_p, cand_i = probs.sort(dim=-1, descending=True)
+            before = cand_p.cumsum(dim=-1) - cand_p  # mass of strictly more likely tokens
+            cand_p = cand_p.masked_fill(before >= self._top_p, 0.0)
+        cdf = cand_p.cumsum(dim=-1)
+        u = torch.stack([torch.rand((), generator=g) for g in self._gens])
+        pos = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1)).clamp(max=cdf.shape[-1] - 1)
+        return pos.squeeze(-1) if cand_i is None else cand_i.gather(-1, pos).squeeze(-1)
 
 
 class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]):

