@@ -387,3 +387,41 @@ def test_default_model_generates() -> None:
         assert s.sampler == "transformers" and s.model_id == model_id(cfg)
     again = list(handler.run_inference(reqs[::-1], loaded))
     assert again[1].completions == out[0].completions  # seeded per task, not per batch
+
+
+def test_transformers_backend_without_torch_names_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    handler = make_model_handler(SamplerConfig())
+    with pytest.raises(ImportError, match=r"pip install 'tasksieve\[cpu\]'"):
+        handler.load_model()
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(
+    not HAVE_TORCH, reason="needs torch and transformers: pip install 'tasksieve[cpu]'"
+)
+@pytest.mark.parametrize(("temperature", "top_p"), [(0.0, 0.95), (0.8, 1e-6)])
+def test_row_sampler_greedy_limits(temperature: float, top_p: float) -> None:
+    import torch
+
+    from transforms.samplers.hf import _RowSampler
+
+    scores = torch.randn(6, 1000, generator=torch.Generator().manual_seed(1))
+    out = _RowSampler(list(range(6)), temperature, top_p)(None, scores)
+    assert torch.equal(out.argmax(-1), scores.argmax(-1))
+    assert torch.isinf(out).sum().item() == 6 * 999
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(
+    not HAVE_TORCH, reason="needs torch and transformers: pip install 'tasksieve[cpu]'"
+)
+def test_row_sampler_seeded_per_row() -> None:
+    import torch
+
+    from transforms.samplers.hf import _RowSampler
+
+    scores = torch.zeros(4, 5000)  # uniform: every row's draw comes from its own seed
+    a = _RowSampler([1, 2, 3, 1], 1.0, 1.0)(None, scores).argmax(-1)
+    b = _RowSampler([1, 2, 3, 1], 1.0, 1.0)(None, scores).argmax(-1)
+    assert torch.equal(a, b) and a[0] == a[3] and len(set(a.tolist())) == 3

@@ -106,6 +106,7 @@ def ensure_default_model(cache_dir: str | None = None) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=root))
         try:
             convert_gguf(gguf, tmp)
+            os.chmod(tmp, 0o755)  # mkdtemp makes it private; the entry is a plain cache dir
             if entry.exists():  # a leftover without config/weights: replace it
                 shutil.rmtree(entry)
             try:
