@@ -58,12 +58,19 @@ class Rollouts(beam.PTransform):
             items
             | "Request" >> beam.Map(lambda it: (it.id, sample_request(it)))
             | "Sample" >> RunInference(KeyedModelHandler(make_model_handler(self.cfg)))
+            | "Progress" >> beam.Map(_sampled)
         )
         return (
             {"item": keyed, "samples": samples}
             | "Join" >> beam.CoGroupByKey()
             | "Pair" >> beam.Map(_pair)
         )
+
+
+def _sampled(kv: tuple[str, Samples]) -> tuple[str, Samples]:
+    count("rollouts.sampled")
+    log.info("sampled %s: %d completions", kv[0], len(kv[1].completions))
+    return kv
 
 
 def _pair(kv: tuple[str, dict[str, Iterable[Any]]]) -> tuple[Item, Samples]:

@@ -125,7 +125,9 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         """Load tokenizer and float32 model on CPU in eval mode (converting the default once)."""
         torch = _need_torch()
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # the run has its own progress output
         start = time.monotonic()
         torch.set_num_threads(cpu_threads())
         path = (
