@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from verifiers.base import Sandbox, UnsupportedFamily, Verifier
 
-SANDBOXES: tuple[str, ...] = ("process",)
+SANDBOXES: tuple[str, ...] = ("process", "docker")
 
 
 def make_sandbox(name: str = "process", allow_weak_isolation: bool = False) -> Sandbox:
-    """Build the sandbox backend called ``name`` (only ``process`` so far)."""
+    """Build the sandbox backend called ``name`` (``process`` or ``docker``)."""
     if name == "process":
         from verifiers.process import ProcessSandbox
 
         return ProcessSandbox(allow_weak_isolation=allow_weak_isolation)
+    if name == "docker":  # image from $TASKSIEVE_SANDBOX_IMAGE or the built default
+        from verifiers.docker_sandbox import DockerSandbox
+
+        return DockerSandbox()
     raise ValueError(f"unknown sandbox {name!r}; choose one of: {', '.join(SANDBOXES)}")
 
 

@@ -1,0 +1,204 @@
+"""The docker sandbox: basic runs, every limit, isolation, the warm pool and the Python verifier."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+
+import pytest
+
+from verifiers.base import Limits
+from verifiers.python_code import PythonVerifier
+
+pytestmark = pytest.mark.docker
+
+PY = "/usr/bin/python3"
+L = Limits(wall_s=10, cpu_s=5)
+
+
+@pytest.fixture(scope="module")
+def docker_sandbox():
+    try:
+        import docker  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"docker SDK not installed: {e}")
+    from verifiers.docker_sandbox import DockerSandbox
+
+    try:
+        sb = DockerSandbox(pool_size=3)
+    except RuntimeError as e:  # no engine or no image: the message names the fix
+        print(f"skipping docker tests: {e}")
+        pytest.skip(str(e))
+    yield sb
+    sb.close()
+
+
+def py(sb, code: str, limits: Limits = L, **kw):
+    return sb.run(kw.pop("files", {}), [PY, "-c", code], limits, **kw)
+
+
+def test_runs_command_with_files_and_stdin(docker_sandbox):
+    ex = py(
+        docker_sandbox,
+        "import sys; print(open('d/a.txt').read(), sys.stdin.read())",
+        files={"d/a.txt": "hello"},
+        stdin=b"world",
+    )
+    assert (ex.exit_code, ex.stdout, ex.limit_hit, ex.infra_error) == (
+        0,
+        b"hello world\n",
+        None,
+        None,
+    )
+
+
+def test_exit_code_and_stderr(docker_sandbox):
+    ex = docker_sandbox.run({}, ["sh", "-c", "echo oops >&2; exit 3"], L)
+    assert ex.exit_code == 3 and ex.stderr == b"oops\n"
+
+
+def test_collects_result_files(docker_sandbox):
+    ex = py(docker_sandbox, "open('out.json', 'w').write('[1]')", collect=("out.json", "nope"))
+    assert ex.files == {"out.json": b"[1]"}
+
+
+def test_runs_as_nobody_with_read_only_inputs(docker_sandbox):
+    code = (
+        "import os\nprint(os.getuid())\n"
+        "for f in (lambda: open('t.py', 'w'), lambda: os.remove('t.py'),\n"
+        "          lambda: os.chmod('t.py', 0o666)):\n"
+        "    try:\n        f(); print('modified')\n    except OSError:\n        pass\n"
+    )
+    ex = py(docker_sandbox, code, files={"t.py": "x = 1"})
+    assert ex.stdout == b"65534\n", ex
+
+
+def test_wall_timeout(docker_sandbox):
+    t0 = time.monotonic()
+    ex = py(docker_sandbox, "import time; time.sleep(30)", Limits(wall_s=1))
+    assert ex.limit_hit == "wall" and ex.exit_code is None and time.monotonic() - t0 < 5
+
+
+def test_cpu_limit(docker_sandbox):
+    ex = py(docker_sandbox, "while True: pass", Limits(wall_s=10, cpu_s=1))
+    assert ex.limit_hit == "cpu", ex
+
+
+def test_memory_limit(docker_sandbox):
+    ex = py(docker_sandbox, "x = bytearray(2 << 30)", Limits(memory_mb=128))
+    assert ex.limit_hit == "memory" and ex.exit_code != 0
+
+
+def test_output_flood_is_cut(docker_sandbox):
+    ex = py(docker_sandbox, "while True: print('x' * 10000)", Limits(max_output_bytes=100_000))
+    assert ex.limit_hit == "output" and ex.stdout_truncated and len(ex.stdout) <= 100_000
+
+
+def test_process_limit(docker_sandbox):
+    code = (
+        "import os, time\nn = 0\nfor _ in range(200):\n    try:\n        pid = os.fork()\n"
+        "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(5); os._exit(0)\n"
+        "    n += 1\nprint(n)\n"
+    )
+    ex = py(docker_sandbox, code, Limits(max_processes=16))
+    assert ex.exit_code == 0 and int(ex.stdout) < 16, ex  # the parent counts too
+
+
+def test_no_network(docker_sandbox):
+    code = (
+        "import os, socket\nprint(sorted(os.listdir('/sys/class/net')))\n"
+        "for host in ('1.1.1.1', '172.17.0.1', '127.0.0.1'):\n"
+        "    try:\n        socket.create_connection((host, 2375), timeout=2)\n"
+        "        print('reached', host)\n"
+        "    except OSError:\n        pass\n"
+    )
+    assert py(docker_sandbox, code).stdout == b"['lo']\n"
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/usr/x", "/tmp/x", "/x"])
+def test_root_is_read_only(docker_sandbox, path):
+    ex = py(docker_sandbox, f"open({path!r}, 'a')")
+    assert ex.exit_code == 1 and (
+        b"Read-only file system" in ex.stderr or b"Permission" in ex.stderr
+    )
+
+
+def test_host_files_are_invisible(docker_sandbox):
+    with tempfile.NamedTemporaryFile(dir="/tmp", prefix="host-secret-") as fh:
+        ex = py(
+            docker_sandbox,
+            f"import os; print(os.path.exists({fh.name!r}), os.path.exists('/work'))",
+        )
+    assert ex.stdout == b"False False\n"
+
+
+def _stray_processes(sb) -> int:
+    n = 0
+    for c in sb.pool.api.containers(filters={"label": f"tasksieve.owner={sb.pool._tag}"}):
+        n += len(sb.pool.api.top(c["Id"])["Processes"]) - 1  # minus the reaper
+    return n
+
+
+def test_nothing_left_running_after(docker_sandbox):
+    ex = docker_sandbox.run({}, ["sh", "-c", "setsid sleep 60 >/dev/null 2>&1 & echo started"], L)
+    assert ex.stdout == b"started\n"
+    time.sleep(0.5)  # a recycled container is replaced in the background
+    assert _stray_processes(docker_sandbox) == 0
+
+
+def test_pool_reuses_clean_containers(docker_sandbox):
+    py(docker_sandbox, "pass")
+    created = docker_sandbox.pool.created
+    for _ in range(3):
+        assert py(docker_sandbox, "pass").exit_code == 0
+    assert docker_sandbox.pool.created == created
+
+
+def test_pool_recycles_after_a_limit(docker_sandbox):
+    before = docker_sandbox.pool.recycled
+    py(docker_sandbox, "import time; time.sleep(30)", Limits(wall_s=0.5))
+    assert docker_sandbox.pool.recycled == before + 1
+
+
+def test_pool_recycles_when_files_are_left_outside_the_run_dir(docker_sandbox):
+    before = docker_sandbox.pool.recycled
+    py(docker_sandbox, "open('/scratch/leftover', 'w').write('x')")
+    assert docker_sandbox.pool.recycled == before + 1
+
+
+def test_describe(docker_sandbox):
+    d = docker_sandbox.describe()
+    assert d["backend"] == "docker" and d["image"] == docker_sandbox.image and d["pool_size"] == "3"
+
+
+# ---------------------------------------------------------------------- the Python verifier
+def _humaneval(n: int):
+    from tests.verifiers.test_humaneval import PROBLEMS, _task
+
+    return [(_task(p), p) for p in PROBLEMS[:: max(1, len(PROBLEMS) // n)][:n]]
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_verifier_passes_canonical_and_fails_wrong(docker_sandbox, i):
+    task, p = _humaneval(4)[i]
+    verifier = PythonVerifier(docker_sandbox)
+    assert verifier.verify(task, task.reference_solution).status == "pass"
+    wrong = verifier.verify(task, p["prompt"] + "    return None\n")
+    assert wrong.status == "fail" and wrong.tests_passed < wrong.tests_total
+
+
+def test_verifier_timeout(docker_sandbox):
+    task, _ = _humaneval(1)[0]
+    slow = task.model_copy(update={"verifier": task.verifier.model_copy(update={"timeout_s": 1})})
+    v = PythonVerifier(docker_sandbox).verify(
+        slow, "def has_close_elements(*a):\n    while True: pass\n"
+    )
+    assert v.status == "timeout" and v.duration_s < 8, v
+
+
+def test_missing_image_names_the_fix():
+    pytest.importorskip("docker")
+    from verifiers.docker_sandbox import DockerSandbox
+
+    with pytest.raises(RuntimeError, match=r"build-image|dockerd"):
+        DockerSandbox(image="tasksieve-no-such-image:never")
