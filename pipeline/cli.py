@@ -13,8 +13,13 @@ logging.getLogger().setLevel(logging.ERROR)
 from rich.console import Console  # noqa: E402
 from rich.logging import RichHandler  # noqa: E402
 
+from pipeline import (  # noqa: E402
+    benchmarks_cmd,
+    decontam_cmd,
+    sandbox_cmd,
+    verify_cmd,
+)
 from pipeline import validate as validate_cmd  # noqa: E402
-from pipeline import verify_cmd  # noqa: E402
 from transforms.decontaminate import DecontamConfig  # noqa: E402
 from transforms.dedup import DedupConfig  # noqa: E402
 from transforms.gates import GatesConfig, SandboxConfig  # noqa: E402
@@ -35,8 +40,8 @@ def add_curate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", "-o", required=True, help="output directory")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run's output")
     p.add_argument("--benchmark", action="append", default=[], help="extra benchmark set")
-    p.add_argument("--benchmark-field", default="prompt", help="text field of --benchmark sets")
     p.add_argument("--no-humaneval", action="store_true", help="skip the bundled HumanEval")
+    decontam_cmd.add_decontam_flags(p)
     p.add_argument("--samples", "-k", type=int, default=4, help="samples per task (default 4)")
     p.add_argument("--sampler", default="transformers", choices=["transformers", "replay"])
     p.add_argument("--replay", help="recorded completions for --sampler replay")
@@ -46,7 +51,7 @@ def add_curate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--too-hard", type=float, default=0.0, help="reject pass rate <= this")
     p.add_argument("--too-easy", type=float, default=1.0, help="reject pass rate >= this")
-    p.add_argument("--near-threshold", type=float, default=0.8)
+    add_dedup_flags(p)
     p.add_argument("--reference-runs", type=int, default=2)
     p.add_argument("--min-tests", type=int, default=3, help="minimum tests for code tasks")
     p.add_argument("--sandbox", default="process", help="sandbox backend (default: process)")
@@ -54,6 +59,34 @@ def add_curate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-weak-isolation", action="store_true")
     p.add_argument("--runner", default="DirectRunner", help="Beam runner (default DirectRunner)")
     p.add_argument("--quiet", "-q", action="store_true")
+
+
+def add_dedup_flags(p: argparse.ArgumentParser) -> None:
+    """Near-dedup flags (shared by curate and dedup-index add, whose settings must agree)."""
+    p.add_argument("--near-threshold", type=float, default=0.8)
+    p.add_argument("--dedup-index", help="near-dedup index of earlier runs (directory)")
+    p.add_argument("--shingle", default="word", choices=["word", "code", "char"])
+    p.add_argument("--shingle-size", type=int, default=3)
+    p.add_argument("--num-perm", type=int, default=128, help="MinHash permutations")
+    p.add_argument("--canonical-ids", action="store_true", help="renamed identifiers match")
+    p.add_argument("--strip-comments", action="store_true")
+    p.add_argument("--strip-docstrings", action="store_true")
+    p.add_argument("--no-near-dedup", action="store_true")
+
+
+def dedup_config(args: argparse.Namespace) -> DedupConfig:
+    """DedupConfig from the near-dedup flags."""
+    return DedupConfig(
+        near_threshold=args.near_threshold,
+        shingle_size=args.shingle_size,
+        num_perm=args.num_perm,
+        enabled=not args.no_near_dedup,
+        shingle_kind=args.shingle,
+        strip_comments=args.strip_comments,
+        strip_docstrings=args.strip_docstrings,
+        canonical_identifiers=args.canonical_ids,
+        index_path=args.dedup_index,
+    )
 
 
 def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> object:
@@ -65,11 +98,15 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> object:
         inputs=tuple(args.input),
         output=args.output,
         overwrite=args.overwrite,
-        dedup=DedupConfig(near_threshold=args.near_threshold),
+        dedup=dedup_config(args),
         decontam=DecontamConfig(
             humaneval=not args.no_humaneval,
             benchmark_paths=tuple(args.benchmark),
             text_field=args.benchmark_field,
+            id_field=args.benchmark_id_field,
+            threshold=args.decontam_threshold,
+            ngram=args.ngram,
+            canonical_identifiers=not args.no_canonical_ids,
         ),
         gates=GatesConfig(reference_runs=args.reference_runs, min_code_tests=args.min_tests),
         sandbox=SandboxConfig(
@@ -110,6 +147,8 @@ def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     try:
         cfg = curate_config(args, beam_args)
         assert isinstance(cfg, CurateConfig)
+        if args.explain:
+            print(cfg.dedup.explain(), file=sys.stderr)
         with console.status("curating… (stages log as they go)", spinner="dots"):
             result = curate(cfg)
     except (InputError, OutputExists, ValueError, ImportError) as exc:
@@ -127,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_curate_parser(sub)
     validate_cmd.add_parser(sub)
     verify_cmd.add_parser(sub)
+    decontam_cmd.add_parser(sub)
+    benchmarks_cmd.add_parser(sub)
+    sandbox_cmd.add_parser(sub)
     return parser
 
 
@@ -142,6 +184,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_curate(args, unknown)
     if args.command == "validate":
         return validate_cmd.run(args)
+    if args.command == "decontaminate":
+        return decontam_cmd.run(args)
+    if args.command in ("benchmarks", "dedup-index"):
+        return benchmarks_cmd.run(args)
+    if args.command == "sandbox":
+        return sandbox_cmd.run(args)
     return verify_cmd.run(args)
 
 

@@ -1,16 +1,34 @@
-"""Decontaminate: reject tasks that match a benchmark item (HumanEval bundled, user sets)."""
+"""Decontaminate: reject tasks that match a benchmark item (HumanEval bundled, user sets).
+
+A benchmark is named ``humaneval`` (bundled), a saved index (``tasksieve benchmarks build``),
+or a JSONL/JSON/Parquet file or saved ``datasets`` directory read with the field mapping
+(``text_field``, ``id_field``). See ``transforms.benchmarks`` for the methods and their limits.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 
-from transforms.benchmarks import BenchmarkIndex, BenchmarkItem, load_benchmark_file, load_humaneval
+from transforms.benchmarks import (
+    BenchmarkIndex,
+    BenchmarkItem,
+    IndexSettings,
+    is_index_file,
+    load_benchmark_file,
+    load_humaneval,
+    load_index_items,
+)
 from transforms.common import REJECTED, count, rejected
 from transforms.items import Item, rejection
+from transforms.textsim import ShingleConfig
+
+Loaded = tuple[list[BenchmarkItem], tuple[list[np.ndarray], np.ndarray] | None]
 
 
 @dataclass(frozen=True)
@@ -23,26 +41,86 @@ class DecontamConfig:
     id_field: str = ""
     threshold: float = 0.5
     ngram: int = 13
+    min_short_words: int = 8
+    min_substring_chars: int = 40
+    num_perm: int = 128
+    canonical_identifiers: bool = True
+    shingle_kind: str = "word"
+    shingle_size: int = 3
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"need 0 < threshold <= 1, got {self.threshold}")
         if self.ngram < 3:
             raise ValueError(f"need ngram >= 3, got {self.ngram}")
+        if self.num_perm < 16:
+            raise ValueError(f"need num_perm >= 16, got {self.num_perm}")
+        self.settings()
 
     def names(self) -> list[str]:
         return (["humaneval"] if self.humaneval else []) + list(self.benchmark_paths)
 
+    def settings(self) -> IndexSettings:
+        return IndexSettings(
+            threshold=self.threshold,
+            ngram=self.ngram,
+            min_short_words=self.min_short_words,
+            min_substring_chars=self.min_substring_chars,
+            num_perm=self.num_perm,
+            shingle=ShingleConfig(
+                kind=self.shingle_kind,
+                size=self.shingle_size,
+                canonical_identifiers=self.canonical_identifiers,
+            ),
+        )
+
+
+def index_parts(path: str) -> list[str]:
+    """Saved-index Parquet files at ``path`` (a file or a directory of them), else []."""
+    p = Path(path)
+    files = sorted(str(f) for f in p.glob("*.parquet")) if p.is_dir() else [path]
+    found = [f for f in files if is_index_file(f)]
+    return found if found and len(found) == len(files) else []
+
+
+def load_source(name_or_path: str, cfg: DecontamConfig) -> list[Loaded]:
+    """One benchmark source: bundled name, saved index, or a raw set with the field mapping."""
+    if name_or_path.lower() == "humaneval":
+        return [(load_humaneval(), None)]
+    if not Path(name_or_path).exists():
+        raise ValueError(
+            f"benchmark {name_or_path!r}: no such file, directory or bundled name "
+            "(bundled: humaneval)"
+        )
+    parts = index_parts(name_or_path)
+    if parts:
+        return [load_index_items(f, cfg.settings()) for f in parts]
+    return [
+        (load_benchmark_file(name_or_path, id_field=cfg.id_field, text_field=cfg.text_field), None)
+    ]
+
+
+def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
+    """The index over every configured benchmark (reusing saved hashes where they match)."""
+    loaded: list[Loaded] = []
+    for name in cfg.names():
+        loaded.extend(load_source(name, cfg))
+    items = [it for its, _ in loaded for it in its]
+    pre = None
+    if loaded and all(p is not None for _, p in loaded):
+        sh = [x for _, p in loaded if p is not None for x in p[0]]
+        sigs = np.concatenate([p[1] for _, p in loaded if p is not None])
+        pre = (sh, sigs)
+    return BenchmarkIndex(items, cfg.settings(), precomputed=pre)
+
 
 def load_items(cfg: DecontamConfig) -> list[BenchmarkItem]:
-    items: list[BenchmarkItem] = load_humaneval() if cfg.humaneval else []
-    for path in cfg.benchmark_paths:
-        items.extend(load_benchmark_file(path, id_field=cfg.id_field, text_field=cfg.text_field))
-    return items
+    """Every benchmark item the config names."""
+    return [it for name in cfg.names() for its, _ in load_source(name, cfg) for it in its]
 
 
 class DecontaminateFn(beam.DoFn):
-    """Check each task's prompt (and reference solution) against the benchmark index."""
+    """Check each task's prompt against the benchmark index (built once per worker)."""
 
     def __init__(self, cfg: DecontamConfig, run_id: str) -> None:
         self.cfg = cfg
@@ -50,15 +128,14 @@ class DecontaminateFn(beam.DoFn):
         self.index: BenchmarkIndex | None = None
 
     def setup(self) -> None:
-        self.index = BenchmarkIndex(
-            load_items(self.cfg), threshold=self.cfg.threshold, ngram=self.cfg.ngram
-        )
+        self.index = build_index(self.cfg)
 
     def process(self, item: Item) -> Iterator[Any]:
         assert self.index is not None
         findings = self.index.check(item.task.prompt)
         if findings:
             top = findings[0]
+            count(f"decontaminate.flagged.{top.method}")
             yield rejected(
                 rejection(
                     stage="decontaminate",
@@ -66,7 +143,7 @@ class DecontaminateFn(beam.DoFn):
                     detail=f"matches {top.source} {top.other_id} by {top.method} "
                     f"(score {top.score:.3f})",
                     run_id=self.run_id,
-                    item=item,
+                    item=replace(item, findings=[*item.findings, *findings]),
                 )
             )
             return

@@ -63,3 +63,38 @@ def test_user_benchmark_item_is_matched() -> None:
         "compute the NTH fibonacci number using memoisation and return it modulo one billion seven!"
     )
     assert found[0].source == "mybench"
+
+
+def test_renamed_and_reworded_prompt_is_flagged(index: BenchmarkIndex) -> None:
+    text = _prompt(0).replace("has_close_elements", "any_two_near").replace("numbers", "values")
+    text = text.replace("given", "provided").replace("Check if", "Decide whether")
+    found = index.check(text)
+    assert found and found[0].other_id == "HumanEval/0"
+
+
+def test_every_finding_records_benchmark_item_method_and_score(index: BenchmarkIndex) -> None:
+    for f in index.check("Please solve this:\n" + _prompt(3)):
+        assert f.source == "humaneval" and f.other_id and f.method and 0 < f.score <= 1
+
+
+def test_short_item_matches_by_whole_sequence_rule() -> None:
+    idx = BenchmarkIndex([BenchmarkItem("b", "s1", "reverse the order of the words in a sentence")])
+    found = idx.check("Task: Reverse the order of the words in a sentence, then print it.")
+    assert any(f.method == "ngram_short" for f in found)
+
+
+def test_item_too_short_for_ngrams_is_not_matched_by_them() -> None:
+    idx = BenchmarkIndex([BenchmarkItem("b", "s1", "sort a list")])
+    assert not [f for f in idx.check("First sort a list of numbers.") if "ngram" in f.method]
+
+
+def test_saved_index_round_trips(tmp_path, index: BenchmarkIndex) -> None:
+    from transforms.benchmarks import is_index_file, load_index_items
+
+    path = tmp_path / "humaneval.parquet"
+    index.save(str(path))
+    assert is_index_file(str(path))
+    items, pre = load_index_items(str(path), index.settings)
+    assert len(items) == 164 and pre is not None
+    again = BenchmarkIndex(items, index.settings, precomputed=pre)
+    assert again.check(_prompt(5))[0].other_id == "HumanEval/5"

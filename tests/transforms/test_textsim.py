@@ -1,13 +1,34 @@
-"""Shingling, Jaccard and the near-duplicate clustering."""
+"""Normalisation, shingling (word, code, char), identifier canonicalisation and hashing."""
 
 from __future__ import annotations
 
-from transforms.textsim import DocShingles, jaccard, near_duplicates, normalize_text, shingles
+import numpy as np
+import pytest
+
+from transforms.textsim import (
+    ShingleConfig,
+    identifier_names,
+    jaccard,
+    jaccard_hashes,
+    normalize_text,
+    shingle_hashes,
+    shingles,
+    strip_code,
+)
 
 BASE = (
     "Write a function merge_intervals(intervals) that takes a list of [start, end] pairs and "
     "returns the list of merged overlapping intervals sorted by start."
 )
+CODE = '''def count_vowels(text: str) -> int:
+    """Count the vowels in text."""
+    total = 0  # running count
+    for ch in text:
+        if ch in "aeiou":
+            total += 1
+    return total
+'''
+RENAMED = CODE.replace("count_vowels", "num_vowels").replace("total", "acc").replace("ch", "c")
 
 
 def test_normalize_folds_case_punctuation_and_space() -> None:
@@ -24,22 +45,49 @@ def test_jaccard_identity_and_disjoint() -> None:
     assert jaccard(a, shingles("something else entirely different here")) == 0.0
 
 
-def _doc(i: str, order: int, text: str) -> DocShingles:
-    return DocShingles(i, ("f", order, i), shingles(text))
+def test_strip_code_drops_comments_and_docstrings() -> None:
+    out = strip_code(CODE)
+    assert "running count" not in out and "Count the vowels" not in out
+    assert "total += 1" in out
 
 
-def test_near_duplicates_keep_earliest_and_name_it() -> None:
-    docs = [
-        _doc("b", 2, BASE + " Thanks!"),
-        _doc("a", 1, BASE),
-        _doc("c", 3, "Compute the edit distance between two strings using dynamic programming."),
-    ]
-    dropped = near_duplicates(docs, threshold=0.8)
-    assert set(dropped) == {"b"}
-    assert dropped["b"][0] == "a"
-    assert dropped["b"][1] >= 0.8
+def test_identifier_names_finds_defined_called_and_params() -> None:
+    names = identifier_names(CODE)
+    assert {"count_vowels", "text"} <= names
+    assert "str" not in names and "return" not in names
 
 
-def test_near_duplicates_leave_distinct_texts() -> None:
-    docs = [_doc("a", 1, BASE), _doc("b", 2, "Reverse the words of a sentence, keep punctuation.")]
-    assert near_duplicates(docs, threshold=0.8) == {}
+def test_canonical_identifiers_make_renames_match() -> None:
+    plain = ShingleConfig(kind="code", size=3)
+    canon = ShingleConfig(kind="code", size=3, canonical_identifiers=True, strip_comments=True)
+    before = jaccard(shingles(CODE, plain), shingles(RENAMED, plain))
+    after = jaccard(shingles(CODE, canon), shingles(RENAMED, canon))
+    assert before < 0.5 < 0.9 <= after
+
+
+@pytest.mark.parametrize("kind,size", [("word", 3), ("word", 1), ("code", 4), ("char", 5)])
+@pytest.mark.parametrize(
+    "text", [BASE, CODE, "", "   ", "one", "naïve café ünïcode — dash", "\x00\ud800 odd"]
+)
+def test_hashes_count_the_same_shingles_as_strings(kind: str, size: int, text: str) -> None:
+    cfg = ShingleConfig(kind=kind, size=size)
+    (hashed,) = shingle_hashes([text], cfg)
+    assert hashed.size == len(shingles(text, cfg))
+
+
+def test_hash_jaccard_equals_string_jaccard() -> None:
+    other = BASE.replace("sorted", "ordered").replace("merged", "combined")
+    a, b = shingle_hashes([BASE, other])
+    assert jaccard_hashes(a, b) == pytest.approx(jaccard(shingles(BASE), shingles(other)))
+
+
+def test_batch_hashing_does_not_mix_documents() -> None:
+    alone = shingle_hashes(["alpha beta gamma delta"])[0]
+    batched = shingle_hashes(["x y", "alpha beta gamma delta", "gamma delta epsilon"])[1]
+    assert np.array_equal(alone, batched)
+
+
+@pytest.mark.parametrize("bad", [{"kind": "bytes"}, {"size": 0}])
+def test_bad_shingle_config_fails(bad: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        ShingleConfig(**bad)  # type: ignore[arg-type]

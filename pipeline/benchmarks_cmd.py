@@ -1,0 +1,115 @@
+"""``tasksieve benchmarks build`` and ``tasksieve dedup-index add``: persist the two indexes.
+
+``benchmarks build`` writes one ``NAME.parquet`` per benchmark (texts, shingle hashes,
+MinHash signatures, settings in the file metadata); pass the file or the directory as
+``--benchmark`` later. ``dedup-index add`` appends tasks (candidate files or a curated run's
+``tasks/`` shards) to a near-dedup index that ``curate --dedup-index DIR`` checks against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pipeline.decontam_cmd import add_decontam_flags, config_from
+from transforms.benchmarks import BenchmarkIndex
+from transforms.decontaminate import load_source
+from transforms.minhash import MinHasher, explain
+from transforms.neardup import write_index_part
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from pipeline.cli import add_dedup_flags
+
+    p = sub.add_parser("benchmarks", help="build persisted benchmark indexes")
+    bsub = p.add_subparsers(dest="benchmarks_command", required=True, metavar="ACTION")
+    b = bsub.add_parser("build", help="index benchmark sets for decontamination")
+    b.add_argument(
+        "--benchmark",
+        "-b",
+        action="append",
+        required=True,
+        help="humaneval or a JSONL/Parquet/datasets path (repeatable)",
+    )
+    b.add_argument("--name", help="benchmark name for a single path (default: file stem)")
+    b.add_argument("--output", "-o", required=True, help="directory for NAME.parquet files")
+    add_decontam_flags(b)
+
+    d = sub.add_parser("dedup-index", help="maintain the near-dedup index of earlier runs")
+    dsub = d.add_subparsers(dest="index_command", required=True, metavar="ACTION")
+    a = dsub.add_parser("add", help="add tasks to the index")
+    a.add_argument("--input", "-i", nargs="+", required=True, help="task files, dirs or globs")
+    a.add_argument("--index", required=True, help="index directory (created if new)")
+    add_dedup_flags(a)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """Build and save one index file per benchmark."""
+    from dataclasses import replace
+
+    try:
+        cfg = config_from(args, args.benchmark)
+        if args.name and len(args.benchmark) != 1:
+            raise ValueError("--name applies to a single --benchmark")
+        out = Path(args.output)
+        for bench in args.benchmark:
+            for items, _ in load_source(bench, cfg):
+                if args.name:
+                    items = [replace(it, benchmark=args.name) for it in items]
+                if not items:
+                    raise ValueError(f"benchmark {bench!r} has no items")
+                index = BenchmarkIndex(items, cfg.settings())
+                path = out / f"{items[0].benchmark}.parquet"
+                index.save(str(path))
+                print(f"{len(items)} items of {items[0].benchmark} -> {path}")
+                if args.explain:
+                    print(explain(index.banding, cfg.threshold, cfg.num_perm, "decontamination"))
+    except (ValueError, ImportError, OSError) as exc:
+        print(f"tasksieve benchmarks build: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def run_index_add(args: argparse.Namespace) -> int:
+    """Append the prompts of the given task files to the dedup index."""
+    from dataclasses import replace
+
+    from pipeline.cli import dedup_config
+    from transforms.sources import InputError, expand_inputs, iter_source_records
+
+    try:
+        cfg = replace(dedup_config(args), index_path=args.index)
+        ids: list[str] = []
+        sources: list[str] = []
+        texts: list[str] = []
+        for file in expand_inputs(args.input):
+            for rec in iter_source_records(file):
+                data = rec.data if isinstance(rec.data, dict) else {}
+                if isinstance(data.get("prompt"), str) and "id" in data:
+                    ids.append(str(data["id"]))
+                    sources.append(f"{rec.source_file}:{rec.line}")
+                    texts.append(data["prompt"])
+        if not texts:
+            raise ValueError("no records with id and prompt in the input")
+        part = write_index_part(
+            args.index,
+            cfg.index_settings(),
+            ids,
+            sources,
+            texts,
+            MinHasher(cfg.num_perm, cfg.seed),
+            cfg.shingle(),
+        )
+    except (InputError, ValueError, OSError) as exc:
+        print(f"tasksieve dedup-index add: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(texts)} tasks added to {args.index} ({Path(part).name})")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch ``benchmarks`` and ``dedup-index`` actions."""
+    if args.command == "benchmarks":
+        return run_build(args)
+    return run_index_add(args)

@@ -1,0 +1,99 @@
+"""Vectorised MinHash agrees with exact Jaccard and datasketch; banding follows the threshold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from datasketch import MinHash
+
+from transforms.minhash import (
+    EMPTY,
+    Banding,
+    MinHasher,
+    band_keys,
+    candidate_pairs,
+    choose_banding,
+    estimate,
+    explain,
+)
+from transforms.neardup import find_near_duplicates
+from transforms.textsim import jaccard_hashes
+
+
+def _pair(rng: np.random.Generator, n: int, shared: int) -> tuple[np.ndarray, np.ndarray]:
+    common = rng.integers(0, 2**63, shared, dtype=np.uint64)
+    a = np.concatenate([common, rng.integers(0, 2**63, n - shared, dtype=np.uint64)])
+    b = np.concatenate([common, rng.integers(0, 2**63, n - shared, dtype=np.uint64)])
+    return np.unique(a), np.unique(b)
+
+
+def test_estimate_is_unbiased_within_binomial_error() -> None:
+    rng = np.random.default_rng(0)
+    hasher = MinHasher(128)
+    errors = []
+    for _ in range(200):
+        a, b = _pair(rng, 150, int(rng.integers(0, 150)))
+        sig = hasher.signatures([a, b])
+        errors.append(estimate(sig[0], sig[1]) - jaccard_hashes(a, b))
+    assert abs(np.mean(errors)) < 0.01
+    assert np.std(errors) < np.sqrt(0.25 / 128) * 1.1
+
+
+def test_agrees_with_datasketch_on_the_same_sets() -> None:
+    rng = np.random.default_rng(1)
+    diffs = []
+    for _ in range(60):
+        a, b = _pair(rng, 120, int(rng.integers(20, 120)))
+        ours = MinHasher(256).signatures([a, b])
+        ma, mb = MinHash(256), MinHash(256)
+        ma.update_batch([x.tobytes() for x in a])
+        mb.update_batch([x.tobytes() for x in b])
+        diffs.append(estimate(ours[0], ours[1]) - ma.jaccard(mb))
+    assert abs(np.mean(diffs)) < 0.015 and np.std(diffs) < 0.06
+
+
+def test_signatures_do_not_depend_on_batch_or_order() -> None:
+    rng = np.random.default_rng(2)
+    sets = [np.unique(rng.integers(0, 2**63, n, dtype=np.uint64)) for n in (5, 300, 40, 1)]
+    hasher = MinHasher(64)
+    batch = hasher.signatures(sets)
+    for i, s in enumerate(sets):
+        assert np.array_equal(batch[i], hasher.signatures([s])[0])
+
+
+def test_empty_set_signature_is_marked_and_never_a_candidate() -> None:
+    empty = np.zeros(0, dtype=np.uint64)
+    sigs = MinHasher(32).signatures([empty, empty])
+    assert (sigs == EMPTY).all()
+    keys = band_keys(sigs, Banding(4, 8))
+    assert candidate_pairs(keys, empty=sigs[:, 0] == EMPTY).shape == (0, 2)
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.7, 0.8, 0.9])
+def test_banding_detects_the_threshold_and_rejects_far_below(threshold: float) -> None:
+    band = choose_banding(threshold, 128)
+    assert band.bands * band.rows <= 128
+    assert band.probability(threshold) >= 0.9
+    assert band.probability(threshold - 0.3) < 0.25
+
+
+def test_explain_names_bands_rows_and_curve() -> None:
+    text = explain(Banding(16, 8), 0.8, 128)
+    assert "16 bands x 8 rows" in text and "<- threshold" in text
+
+
+def test_in_memory_clusters_are_transitive_with_earliest_survivor() -> None:
+    rng = np.random.default_rng(3)
+
+    def fresh(n: int) -> np.ndarray:
+        return rng.integers(0, 2**63, n, dtype=np.uint64)
+
+    base, new_b = fresh(100), fresh(10)
+    a = np.unique(base)
+    b = np.unique(np.concatenate([base[:90], new_b]))
+    c = np.unique(np.concatenate([base[:80], new_b, fresh(10)]))
+    far = np.unique(fresh(100))
+    assert jaccard_hashes(a, c) < 0.75 <= min(jaccard_hashes(a, b), jaccard_hashes(b, c))
+    dropped = find_near_duplicates([a, b, c, far], 0.75, MinHasher(128), choose_banding(0.75, 128))
+    assert set(dropped) == {1, 2} and all(v[0] == 0 for v in dropped.values())
+    assert dropped[2][1] == 1

@@ -1,0 +1,183 @@
+"""Plain near-duplicate logic: confirmation, clusters, survivors, and the persisted index.
+
+``find_near_duplicates`` is the whole algorithm in memory (signatures, band keys, candidate
+pairs, exact-Jaccard confirmation, connected components, survivor); ``transforms.dedup``
+runs the same steps as a distributed Beam graph. The survivor of a cluster is the member
+with the smallest order key ``(source_file, source_line, id)``; index entries sort before
+every candidate, so a cluster touching the index is represented by an indexed task.
+
+The index is a directory of Parquet parts (``id``, ``source``, ``shingles`` as uint64 list,
+``signature`` as uint32 list) plus ``index.json`` naming the shingle and MinHash settings; a
+run with different settings refuses it rather than silently comparing unlike hashes.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from transforms.minhash import EMPTY, Banding, MinHasher, band_keys, candidate_pairs
+from transforms.textsim import ShingleConfig, shingle_hashes
+
+INDEX_META = "index.json"
+INDEX_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A confirmed near-duplicate pair (a < b by order key) and its exact Jaccard."""
+
+    a: int
+    b: int
+    jaccard: float
+
+
+def confirm_pairs(
+    pairs: np.ndarray, shingle_sets: Sequence[np.ndarray], threshold: float
+) -> list[Edge]:
+    """Keep the candidate pairs whose exact Jaccard reaches ``threshold``."""
+    out: list[Edge] = []
+    cache: dict[int, set[int]] = {}
+
+    def as_set(i: int) -> set[int]:
+        if i not in cache:
+            cache[i] = set(shingle_sets[i].tolist())
+        return cache[i]
+
+    for a, b in pairs.tolist():
+        sa, sb = as_set(a), as_set(b)
+        inter = len(sa & sb)
+        union = len(sa) + len(sb) - inter
+        score = inter / union if union else 1.0
+        if score >= threshold:
+            out.append(Edge(a, b, score))
+    return out
+
+
+def components(n: int, edges: Sequence[Edge]) -> list[int]:
+    """Label of each node: the smallest node index of its connected component."""
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for e in edges:
+        ra, rb = find(e.a), find(e.b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return [find(i) for i in range(n)]
+
+
+def best_neighbours(edges: Sequence[Edge]) -> dict[int, tuple[int, float]]:
+    """Each node's most similar confirmed neighbour (ties: the smaller index)."""
+    best: dict[int, tuple[int, float]] = {}
+    for e in edges:
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            cur = best.get(x)
+            if cur is None or (e.jaccard, -y) > (cur[1], -cur[0]):
+                best[x] = (y, e.jaccard)
+    return best
+
+
+def find_near_duplicates(
+    shingle_sets: Sequence[np.ndarray],
+    threshold: float,
+    hasher: MinHasher,
+    banding: Banding,
+) -> dict[int, tuple[int, int, float]]:
+    """Map each dropped doc to (survivor, most similar neighbour, its Jaccard).
+
+    Docs must be given in survivor order (earliest first); index 0 wins its cluster.
+    """
+    sigs = hasher.signatures(shingle_sets)
+    keys = band_keys(sigs, banding)
+    pairs = candidate_pairs(keys, empty=sigs[:, 0] == EMPTY)
+    edges = confirm_pairs(pairs, shingle_sets, threshold)
+    labels = components(len(shingle_sets), edges)
+    best = best_neighbours(edges)
+    return {i: (lab, *best[i]) for i, lab in enumerate(labels) if lab != i}
+
+
+def index_settings(shingle: ShingleConfig, num_perm: int, seed: int) -> dict[str, Any]:
+    """What an index's hashes depend on; two runs compare only if these agree."""
+    return {
+        "version": INDEX_VERSION,
+        "shingle": asdict(shingle),
+        "num_perm": num_perm,
+        "seed": seed,
+    }
+
+
+def index_files(path: str) -> list[str]:
+    """The Parquet parts of an index directory (empty if the directory is new)."""
+    root = Path(path)
+    return sorted(str(f) for f in root.glob("part-*.parquet")) if root.is_dir() else []
+
+
+def check_index(path: str, settings: dict[str, Any]) -> None:
+    """Raise ValueError when the index at ``path`` was built with other settings."""
+    meta = Path(path) / INDEX_META
+    if not meta.exists():
+        if index_files(path):
+            raise ValueError(f"{path}: dedup index has parts but no {INDEX_META}")
+        return
+    found = json.loads(meta.read_text())
+    if found != settings:
+        raise ValueError(
+            f"{path}: dedup index was built with {found}, this run uses {settings}; "
+            "use matching --shingle/--num-perm settings or a new index directory"
+        )
+
+
+def read_index_part(file: str) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """(id, shingle hashes, signature) of each indexed task in one part."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(file, columns=["id", "shingles", "signature"])
+    for row in table.to_pylist():
+        yield (
+            str(row["id"]),
+            np.asarray(row["shingles"], dtype=np.uint64),
+            np.asarray(row["signature"], dtype=np.uint32),
+        )
+
+
+def write_index_part(
+    path: str,
+    settings: dict[str, Any],
+    ids: Sequence[str],
+    sources: Sequence[str],
+    texts: Sequence[str],
+    hasher: MinHasher,
+    shingle: ShingleConfig,
+) -> str:
+    """Add one Parquet part holding ``texts`` to the index at ``path``; return its file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    check_index(path, settings)
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    sh = shingle_hashes(texts, shingle)
+    sigs = hasher.signatures(sh)
+    table = pa.table(
+        {
+            "id": pa.array(list(ids), pa.string()),
+            "source": pa.array(list(sources), pa.string()),
+            "shingles": pa.array([s.tolist() for s in sh], pa.list_(pa.uint64())),
+            "signature": pa.array([s.tolist() for s in sigs], pa.list_(pa.uint32())),
+        }
+    )
+    out = root / f"part-{len(index_files(path)):05d}-{secrets.token_hex(4)}.parquet"
+    pq.write_table(table, out, compression="zstd")
+    (root / INDEX_META).write_text(json.dumps(settings, indent=2, sort_keys=True))
+    return str(out)
