@@ -12,7 +12,7 @@ from schemas import CodeSpec, GateResult
 from transforms.common import REJECTED, count, rejected
 from transforms.items import Item, rejection
 from verifiers import Sandbox, UnsupportedFamily, Verifier
-from verifiers.registry import get_verifier, make_sandbox
+from verifiers.registry import VerifierCache, make_sandbox
 
 
 @dataclass(frozen=True)
@@ -91,18 +91,22 @@ class GatesFn(beam.DoFn):
         self.sandbox_cfg = sandbox
         self.run_id = run_id
         self.sandbox: Sandbox | None = None
+        self.verifiers: VerifierCache | None = None
 
     def setup(self) -> None:
         self.sandbox = self.sandbox_cfg.make()
+        self.verifiers = VerifierCache(self.sandbox)
 
     def teardown(self) -> None:
+        if self.verifiers is not None:
+            self.verifiers.close()
         if self.sandbox is not None:
             self.sandbox.close()
 
     def process(self, item: Item) -> Iterator[Any]:
-        assert self.sandbox is not None
+        assert self.verifiers is not None
         try:
-            verifier = get_verifier(item.task.family, self.sandbox)
+            verifier = self.verifiers.get(item.task.family)
         except UnsupportedFamily as exc:
             yield rejected(
                 rejection(

@@ -23,7 +23,7 @@ from transforms.samplers import (
     make_model_handler,
 )
 from verifiers import Sandbox, UnsupportedFamily
-from verifiers.registry import get_verifier
+from verifiers.registry import VerifierCache
 
 log = logging.getLogger("tasksieve.rollouts")
 ROLLOUTS = "rollouts"
@@ -87,20 +87,24 @@ class VerifyFn(beam.DoFn):
         self.sandbox_cfg = sandbox
         self.run_id = run_id
         self.sandbox: Sandbox | None = None
+        self.verifiers: VerifierCache | None = None
         self.pool: ThreadPoolExecutor | None = None
 
     def setup(self) -> None:
         self.sandbox = self.sandbox_cfg.make()
+        self.verifiers = VerifierCache(self.sandbox)
         self.pool = ThreadPoolExecutor(max_workers=self.sandbox_cfg.workers)
 
     def teardown(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True)
+        if self.verifiers is not None:
+            self.verifiers.close()
         if self.sandbox is not None:
             self.sandbox.close()
 
     def process(self, pair: tuple[Item, Samples]) -> Iterator[Any]:
-        assert self.sandbox is not None and self.pool is not None
+        assert self.verifiers is not None and self.pool is not None
         item, samples = pair
         task = item.task
         if not samples.completions:
@@ -115,7 +119,7 @@ class VerifyFn(beam.DoFn):
             )
             return
         try:
-            verifier = get_verifier(task.family, self.sandbox)
+            verifier = self.verifiers.get(task.family)
         except UnsupportedFamily as exc:  # gates reject these first; kept for safety
             yield rejected(
                 rejection(

@@ -97,6 +97,10 @@ class Verifier(abc.ABC):
         ``infra_error``. Never raises for a bad solution.
         """
 
+    def close(self) -> None:
+        """Stop any warm workers this verifier holds; the default holds none."""
+        return None
+
     def trivial_solutions(self, task: TaskRecord) -> list[str]:
         """Solutions that must fail for a task to be meaningful (empty, do-nothing)."""
         return [""]

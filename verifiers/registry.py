@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from verifiers.base import Sandbox, UnsupportedFamily, Verifier
 
 SANDBOXES: tuple[str, ...] = ("process", "docker")
@@ -20,10 +22,51 @@ def make_sandbox(name: str = "process", allow_weak_isolation: bool = False) -> S
     raise ValueError(f"unknown sandbox {name!r}; choose one of: {', '.join(SANDBOXES)}")
 
 
+FAMILIES_SUPPORTED: tuple[str, ...] = ("code", "sql", "config", "api")
+
+
 def get_verifier(family: str, sandbox: Sandbox) -> Verifier:
-    """The verifier for a task family, running its executions in ``sandbox``."""
+    """A new verifier for a task family, running its executions in ``sandbox``.
+
+    Some verifiers hold warm workers: reuse one per family (see ``VerifierCache``) and close it.
+    """
     if family == "code":
         from verifiers.python_code import PythonVerifier
 
         return PythonVerifier(sandbox)
-    raise UnsupportedFamily(f"no verifier for family {family!r} yet (supported: code)")
+    if family == "sql":
+        from verifiers.sql import SqlVerifier
+
+        return SqlVerifier(sandbox)
+    if family == "config":
+        from verifiers.config import ConfigVerifier
+
+        return ConfigVerifier(sandbox)
+    if family == "api":
+        from verifiers.api import ApiVerifier
+
+        return ApiVerifier(sandbox)
+    raise UnsupportedFamily(
+        f"no verifier for family {family!r} (supported: {', '.join(FAMILIES_SUPPORTED)})"
+    )
+
+
+class VerifierCache:
+    """One verifier per family over one sandbox, created on first use, closed together."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self._verifiers: dict[str, Verifier] = {}
+        self._lock = threading.Lock()
+
+    def get(self, family: str) -> Verifier:
+        with self._lock:
+            if family not in self._verifiers:
+                self._verifiers[family] = get_verifier(family, self.sandbox)
+            return self._verifiers[family]
+
+    def close(self) -> None:
+        with self._lock:
+            for verifier in self._verifiers.values():
+                verifier.close()
+            self._verifiers.clear()
