@@ -58,6 +58,17 @@ class Pump:
         """Queue ``data`` for ``fd``; optionally close ``fd`` once everything is written."""
         if fd not in self._pending:
             os.set_blocking(fd, False)
+            try:  # the common case: the pipe has room, so skip a select round
+                n = os.write(fd, data) if data else 0
+            except BlockingIOError:
+                n = 0
+            except OSError:  # reader went away: drop it, as ``_write`` does
+                n = len(data)
+            data = data[n:]
+            if not data:
+                if close_when_done:
+                    os.close(fd)
+                return
             self._pending[fd] = bytearray()
             self._sel.register(fd, selectors.EVENT_WRITE)
         self._pending[fd] += data

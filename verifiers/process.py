@@ -32,9 +32,11 @@ import time
 from dataclasses import dataclass, field
 
 from verifiers.base import Execution, Limits, Sandbox
+from verifiers.forkserver import UIDS, ForkedProcess, ForkServer, start_run
 from verifiers.launchers import COLLECTOR, RLIMIT_LAUNCHER
 from verifiers.pipes import Pump, drain_until
 from verifiers.process_support import (
+    bind_args,
     check_name,
     host_scratch,
     infra_error,
@@ -42,6 +44,7 @@ from verifiers.process_support import (
     parse_frames,
     read_nofollow,
 )
+from verifiers.seccomp import build_filter
 
 WORKDIR = "/tmp"
 _PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -73,6 +76,9 @@ class SandboxProcess:
 
     def kill(self) -> None:
         """Kill the whole process group (with namespaces: the whole sandbox)."""
+        if isinstance(self.popen, ForkedProcess):
+            self.popen.kill()
+            return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
@@ -81,7 +87,8 @@ class SandboxProcess:
     def close(self) -> None:
         """Kill what is left, reap it, close the pipes and remove the scratch dir."""
         self.kill()
-        self.popen.wait()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a server that stopped answering
+            self.popen.wait(timeout=30.0)
         for f in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
             if f is not None:
                 with contextlib.suppress(OSError):
@@ -106,6 +113,7 @@ class ProcessSandbox(Sandbox):
         allow_weak_isolation: bool = False,
         isolation: str = "auto",
         python: str | None = None,
+        warm: bool = True,
     ) -> None:
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
@@ -119,8 +127,21 @@ class ProcessSandbox(Sandbox):
         prlimit, setpriv = shutil.which("prlimit", path=_PATH), shutil.which("setpriv", path=_PATH)
         self._prlimit = prlimit
         self._setpriv = setpriv if self._root else None
-        self._binds = self._bind_args()
+        self._binds = bind_args(self.python, _SYSTEM_DIRS)
+        self._seccomp = build_filter()
+        self._server: ForkServer | None = None
         self.method = self._select(isolation)
+        self.warm_unavailable = "" if warm else "disabled"
+        if warm and self.method == "bwrap" and not self._root:
+            self.warm_unavailable = "needs root (per-run uids)"
+        elif warm and self.method == "bwrap":
+            assert self._bwrap
+            self._server = ForkServer(self._bwrap, self._binds, self.python, self._seccomp)
+            why = self._probe("bwrap")
+            if why is not None:
+                self._server.close()
+                self._server = None
+                self.warm_unavailable = why
 
     # ------------------------------------------------------------------ public API
     def describe(self) -> dict[str, str | bool]:
@@ -131,7 +152,14 @@ class ProcessSandbox(Sandbox):
             "weak": self.method == "none",
             "filesystem_isolated": self.method == "bwrap",
             "uid": "per-run unprivileged uid" if self._root else "caller uid in a user namespace",
+            "executor": "forkserver" if self._server else "per-run",
+            "seccomp": self._seccomp is not None and self.method == "bwrap",
         }
+
+    def close(self) -> None:
+        """Stop the fork server (runs still going are killed with it)."""
+        if self._server is not None:
+            self._server.close()
 
     def run(
         self,
@@ -165,6 +193,8 @@ class ProcessSandbox(Sandbox):
         """
         for name in (*files, *collect):
             check_name(name)
+        if self._server is not None:
+            return self._spawn_warm(files, command, limits, collect)
         uid = _next_uid() if self._root else None
         inner = self._inner(command, limits, uid)
         keep: list[int] = []
@@ -220,6 +250,34 @@ class ProcessSandbox(Sandbox):
         for fd in keep:
             os.close(fd)
         return SandboxProcess(popen, time.monotonic(), collect_r, scratch)
+
+    def _spawn_warm(
+        self,
+        files: dict[str, bytes | str],
+        command: list[str],
+        limits: Limits,
+        collect: tuple[str, ...],
+    ) -> SandboxProcess:
+        assert self._server is not None
+        mem = limits.memory_mb * 1024 * 1024
+        cpu = max(1, math.ceil(limits.cpu_s))
+        job = {
+            "argv": list(command),
+            "uid": UIDS.take(),
+            "env": {"PATH": _PATH, "HOME": WORKDIR, "LANG": "C.UTF-8", "TMPDIR": WORKDIR},
+            "rlimits": {
+                "RLIMIT_AS": [mem, mem],
+                "RLIMIT_CPU": [cpu, cpu + 1],
+                "RLIMIT_NPROC": [limits.max_processes] * 2,
+                "RLIMIT_FSIZE": [limits.max_file_bytes] * 2,
+                "RLIMIT_CORE": [0, 0],
+            },
+            "scratch_bytes": limits.scratch_mb * 1024 * 1024,
+            "collect": list(collect),
+            "cap": limits.max_file_bytes,
+        }
+        proc, collect_r = start_run(self._server, job, files, bool(collect))
+        return SandboxProcess(proc, time.monotonic(), collect_r)
 
     # ------------------------------------------------------------------ supervision
     def _supervise(
@@ -284,7 +342,7 @@ class ProcessSandbox(Sandbox):
             limit_hit=limit_hit or limit_from(code, stderr),
             stdout_truncated=out.overflow,
             stderr_truncated=err.overflow,
-            infra_error=infra_error(code, stderr, self.method),
+            infra_error=getattr(p, "infra_error", None) or infra_error(code, stderr, self.method),
             files=files,
         )
 
@@ -319,27 +377,6 @@ class ProcessSandbox(Sandbox):
 
     def _inner(self, command: list[str], limits: Limits, uid: int | None) -> list[str]:
         return self._limit_prefix(limits, uid) + list(command)
-
-    def _bind_args(self) -> list[str]:
-        args: list[str] = []
-        bound: list[str] = []
-        for d in _SYSTEM_DIRS:
-            if os.path.islink(d):
-                args += ["--symlink", os.readlink(d), d]
-            elif os.path.isdir(d):
-                args += ["--ro-bind", d, d]
-                bound.append(d)
-        prefix = os.path.realpath(sys.base_prefix)
-        for extra in (prefix, os.path.dirname(self.python)):
-            if not any(extra == b or extra.startswith(b + "/") for b in bound):
-                parents = extra.split("/")[1:-1]
-                for i in range(1, len(parents) + 1):  # traversable, but empty, parents
-                    args += ["--perms", "0755", "--dir", "/" + "/".join(parents[:i])]
-                args += ["--ro-bind", extra, extra]
-                bound.append(extra)
-        if os.path.exists("/etc/ld.so.cache"):
-            args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-        return args
 
     def _bwrap_argv(
         self, files: dict[str, bytes | str], limits: Limits, inner: list[str], keep: list[int]
@@ -377,6 +414,12 @@ class ProcessSandbox(Sandbox):
             "--tmpfs",
             WORKDIR,
         ]
+        if self._seccomp:
+            sfd = os.memfd_create("sandbox-seccomp")
+            keep.append(sfd)
+            os.write(sfd, self._seccomp)
+            os.lseek(sfd, 0, os.SEEK_SET)
+            argv += ["--seccomp", str(sfd)]
         made: set[str] = set()
         for name, content in files.items():
             parts = name.split("/")[:-1]

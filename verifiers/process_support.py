@@ -10,6 +10,8 @@ import json
 import os
 import signal
 import stat
+import sys
+import sysconfig
 import tempfile
 
 
@@ -101,3 +103,30 @@ def infra_error(code: int, stderr: bytes, method: str) -> str | None:
     if method == "unshare" and code == 1 and stderr.startswith(b"unshare: "):
         return stderr.decode(errors="replace").strip()[:500]
     return None
+
+
+def bind_args(python: str, system_dirs: tuple[str, ...]) -> list[str]:
+    """bwrap arguments binding the system dirs and ``python``'s prefix read-only."""
+    args: list[str] = []
+    bound: list[str] = []
+    for d in system_dirs:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+            bound.append(d)
+    prefix = os.path.realpath(sys.base_prefix)
+    extras = [prefix, os.path.dirname(python)]
+    if sys.prefix != sys.base_prefix:  # a virtualenv: its packages, read-only (API harness)
+        paths = sysconfig.get_paths()
+        extras += sorted({os.path.realpath(paths["purelib"]), os.path.realpath(paths["platlib"])})
+    for extra in extras:
+        if not any(extra == b or extra.startswith(b + "/") for b in bound):
+            parents = extra.split("/")[1:-1]
+            for i in range(1, len(parents) + 1):  # traversable, but empty, parents
+                args += ["--perms", "0755", "--dir", "/" + "/".join(parents[:i])]
+            args += ["--ro-bind", extra, extra]
+            bound.append(extra)
+    if os.path.exists("/etc/ld.so.cache"):
+        args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    return args

@@ -29,10 +29,12 @@ from typing import Any, Protocol
 from schemas import CheckResult, CodeSpec, TaskRecord, Verdict, VerdictStatus
 from verifiers import python_harness
 from verifiers.base import Execution, Limits, Sandbox, Verifier
+from verifiers.forkserver import register_warm_script
 from verifiers.pipes import Pump, Reader
 from verifiers.process import SandboxProcess, base_python
 
 HARNESS_SOURCE = Path(python_harness.__file__).read_text(encoding="utf-8")
+register_warm_script(HARNESS_SOURCE)
 
 # CPython 3.11 before 3.11.9 can fail ast.parse with "AST constructor recursion depth
 # mismatch" when threads parse at the same time (gh-106905); verifiers run in thread pools.
@@ -66,9 +68,41 @@ class PythonVerifier(Verifier):
 
     family = "code"
 
-    def __init__(self, sandbox: Sandbox, python: str | None = None) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        python: str | None = None,
+        timeout_factor: float = 5.0,
+        timeout_floor_s: float = 1.0,
+        reference_slack: float = 3.0,
+    ) -> None:
         super().__init__(sandbox)
+        if timeout_factor < 1 or timeout_floor_s <= 0 or reference_slack < 1:
+            raise ValueError(
+                "need timeout_factor >= 1, timeout_floor_s > 0 and reference_slack >= 1, got "
+                f"{timeout_factor}, {timeout_floor_s}, {reference_slack}"
+            )
         self.python = python or getattr(sandbox, "python", None) or base_python()
+        self.timeout_factor = timeout_factor
+        self.timeout_floor_s = timeout_floor_s
+        self.reference_slack = reference_slack
+        self._reference_s: dict[tuple[str, int], float] = {}
+
+    def timeout_for(self, task: TaskRecord, solution: str) -> float:
+        """The time limit for ``solution``: scaled from the reference's measured runtime.
+
+        The reference itself gets ``timeout_s * reference_slack`` (a slow machine must not fail
+        it); once it has passed here, other solutions get
+        ``max(timeout_floor_s, timeout_factor * reference runtime)``; before that, ``timeout_s``.
+        """
+        spec = task.verifier
+        assert isinstance(spec, CodeSpec)
+        if solution == task.reference_solution:
+            return spec.timeout_s * self.reference_slack
+        ref = self._reference_s.get((task.id, hash(task.reference_solution)))
+        if ref is None:
+            return spec.timeout_s
+        return max(self.timeout_floor_s, self.timeout_factor * ref)
 
     def verify(self, task: TaskRecord, solution: str) -> Verdict:
         """Run ``solution`` against ``task`` and return the verdict (never raises for it)."""
@@ -76,11 +110,18 @@ class PythonVerifier(Verifier):
         if not isinstance(spec, CodeSpec):
             return Verdict(status="infra_error", detail=f"not a code task: {spec.family}")
         t0 = time.monotonic()
+        timeout = self.timeout_for(task, solution)
         try:
-            v = self._io(spec, solution) if spec.style == "io" else self._relay(spec, solution)
+            if spec.style == "io":
+                v = self._io(spec, solution, timeout)
+            else:
+                v = self._relay(spec, solution, timeout)
         except Exception as e:  # a bug or broken sandbox here is never the solution's fault
             v = Verdict(status="infra_error", detail=f"verifier failed: {type(e).__name__}: {e}")
         v.duration_s = time.monotonic() - t0
+        if v.status == "pass" and solution == task.reference_solution:
+            key = (task.id, hash(task.reference_solution))
+            self._reference_s[key] = max(self._reference_s.get(key, 0.0), v.duration_s)
         return v
 
     def trivial_solutions(self, task: TaskRecord) -> list[str]:
@@ -91,8 +132,8 @@ class PythonVerifier(Verifier):
         return ["", "pass\n"]
 
     # ------------------------------------------------------------------ io style
-    def _io(self, spec: CodeSpec, solution: str) -> Verdict:
-        limits = Limits(wall_s=spec.timeout_s, cpu_s=spec.timeout_s, memory_mb=spec.memory_mb)
+    def _io(self, spec: CodeSpec, solution: str, timeout: float) -> Verdict:
+        limits = Limits(wall_s=timeout, cpu_s=timeout, memory_mb=spec.memory_mb)
         checks: list[CheckResult] = []
         status: VerdictStatus = "pass"
         limit_hit: str | None = None
@@ -122,7 +163,7 @@ class PythonVerifier(Verifier):
         return _verdict(status, checks, detail, limit_hit)
 
     # ------------------------------------------------------------------ function styles
-    def _relay(self, spec: CodeSpec, solution: str) -> Verdict:
+    def _relay(self, spec: CodeSpec, solution: str, timeout: float) -> Verdict:
         cfg: dict[str, Any] = {
             "style": spec.style,
             "entry_point": spec.entry_point,
@@ -142,8 +183,8 @@ class PythonVerifier(Verifier):
                 detail=f"sandbox {self.sandbox.name!r} cannot start interactive "
                 "sessions (needs spawn())",
             )
-        wall = spec.timeout_s + _STARTUP_GRACE_S
-        limits = Limits(wall_s=wall, cpu_s=spec.timeout_s, memory_mb=spec.memory_mb)
+        wall = timeout + _STARTUP_GRACE_S
+        limits = Limits(wall_s=wall, cpu_s=timeout, memory_mb=spec.memory_mb)
         cmd = [self.python, "-I", "-S", "harness.py"]
         cand: SandboxProcess = spawn(
             {"harness.py": HARNESS_SOURCE, "solution.py": solution}, [*cmd, "candidate"], limits
@@ -160,6 +201,8 @@ class PythonVerifier(Verifier):
         try:
             return _Session(cand, tests, time.monotonic() + wall).run(names)
         finally:
+            cand.kill()  # both first, so the two teardowns overlap
+            tests.kill()
             cand.close()
             tests.close()
 

@@ -1,12 +1,10 @@
-"""All 164 HumanEval canonical solutions pass the Python verifier; a stubbed body fails."""
+"""All 164 HumanEval canonical solutions pass the Python verifier; a stubbed body of each fails."""
 
 from __future__ import annotations
 
 import gzip
 import json
 from importlib import resources
-
-import pytest
 
 from schemas import TaskRecord
 
@@ -46,7 +44,10 @@ def test_all_canonical_solutions_pass(verifier):
     assert failed == {}
 
 
-@pytest.mark.parametrize("p", PROBLEMS[::8], ids=lambda p: p["task_id"])
-def test_stubbed_body_fails(verifier, p):
-    t = _task(p)
-    assert verifier.verify(t, p["prompt"] + "    return None\n").status == "fail"
+def test_a_wrong_variant_of_every_problem_fails(verifier):
+    passed = []
+    for p in PROBLEMS:
+        v = verifier.verify(_task(p), p["prompt"] + "    return None\n")
+        if v.status != "fail":
+            passed.append(f"{p['task_id']}: {v.status}")
+    assert passed == []

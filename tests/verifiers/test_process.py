@@ -33,7 +33,7 @@ def test_runs_command_with_files_and_stdin(sandbox):
 def test_describe_names_backend_and_isolation(sandbox):
     d = sandbox.describe()
     assert d["backend"] == "process" and d["isolation"] in ("bwrap", "unshare")
-    assert d["weak"] is False
+    assert d["weak"] is False and d["executor"] in ("forkserver", "per-run")
 
 
 def test_busy_loop_is_stopped(sandbox):
@@ -226,3 +226,44 @@ def test_overhead_is_low(sandbox):
         sandbox.run({}, ["/bin/true"], FAST)
         times.append(time.perf_counter() - t)
     assert sorted(times)[len(times) // 2] < 0.05
+
+
+def test_warm_fork_server_is_used_as_root(sandbox):
+    if os.geteuid() != 0:
+        pytest.skip("the fork server needs root (per-run uids)")
+    d = sandbox.describe()
+    assert d["executor"] == "forkserver" and d["seccomp"] is True
+
+
+def test_per_run_fallback_still_works():
+    sb = ProcessSandbox(warm=False)
+    assert sb.describe()["executor"] == "per-run"
+    ex = sb.run({"in.txt": "x"}, py(sb, "print(open('in.txt').read())"), FAST)
+    assert ex.stdout == b"x\n"
+
+
+def test_each_run_gets_its_own_uid_and_pid_namespace(sandbox):
+    code = "import os; print(os.getuid(), os.getpid())"
+    a, b = (sandbox.run({}, py(sandbox, code), FAST).stdout.split() for _ in range(2))
+    if os.geteuid() == 0:
+        assert a[0] != b[0] and int(a[0]) >= 1000
+    assert int(a[1]) <= 3 and int(b[1]) <= 3
+
+
+def test_seccomp_refuses_namespace_and_ptrace_calls(sandbox):
+    code = (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.unshare(0x10000000), libc.ptrace(16, 1, 0, 0), ctypes.get_errno())"
+    )
+    ex = sandbox.run({}, py(sandbox, code), FAST)
+    assert ex.stdout.split()[:2] == [b"-1", b"-1"], ex
+
+
+def test_warm_run_exit_codes_and_tracebacks_match_a_fresh_interpreter(sandbox):
+    assert sandbox.run({}, py(sandbox, "import sys; sys.exit(3)"), FAST).exit_code == 3
+    ex = sandbox.run({}, py(sandbox, "raise ValueError('boom')"), FAST)
+    assert ex.exit_code == 1 and b"ValueError: boom" in ex.stderr
+    ex = sandbox.run(
+        {"s.py": "import sys; print(sys.argv)"}, [sandbox.python, "-I", "-S", "s.py", "x"], FAST
+    )
+    assert ex.stdout == b"['s.py', 'x']\n"

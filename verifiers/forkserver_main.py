@@ -1,0 +1,410 @@
+"""The fork server: a warm interpreter inside one bubblewrap sandbox that forks one job per request.
+
+Run by ``verifiers.forkserver`` as ``python -I -S -c <this source> CONFIG_FD`` inside bwrap
+(read-only system, private /tmp, no network, pid namespace, as root with only CAP_SYS_ADMIN,
+CAP_SETUID, CAP_SETGID and CAP_NET_ADMIN). Standard library only. For each request on the
+control socket (a one-byte message carrying fds: stdin, stdout, stderr, status socket, collect
+pipe or -1, payload memfd) it forks:
+
+- ``init`` (pid 1 of a new pid namespace; new mount, net, ipc and uts namespaces): mounts a
+  size-limited tmpfs on /tmp (also bound on /dev/shm) and a fresh /proc, brings loopback up,
+  writes the input files root-owned and read-only into the sticky /tmp, forks the job, reaps
+  every orphan, reads the collect files back without following links once the job exited, and
+  exits with the job's status (``128 + signal`` when it was killed);
+- ``job`` (pid 2): new session, rlimits, no supplementary groups, its own unprivileged uid,
+  no_new_privs, the seccomp filter, cleared environment; then either ``execve`` of the command
+  or, for ``[python, -I, -S, script|-c code, ...]``, the script run in this already warm
+  interpreter (a fresh ``__main__``; uncaught errors and ``SystemExit`` behave as in a fresh
+  interpreter because the code runs at the top level of this program).
+
+The server watches each ``init`` with a pidfd and its status socket: a byte or EOF from the
+host kills ``init`` (and with it the whole pid namespace); when ``init`` is reaped the
+namespace is empty and the server writes ``{"rc": code}`` and closes the socket. EOF on the
+control socket (the host went away) ends the server and so, through bwrap, every job.
+See ``verifiers.forkserver`` for the isolation argument.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import gc
+import io
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import stat
+import struct
+import sys
+import types
+from typing import Any
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 0x4000, 1 << 18
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+_libc = ctypes.CDLL(None, use_errno=True)
+_REAL_EXE = os.path.realpath(sys.executable)
+_RLIMITS = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE")
+
+
+def _ok(rc: int, what: str) -> None:
+    if rc != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def _mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _ok(
+        _libc.mount(
+            src.encode(),
+            dst.encode(),
+            fstype.encode() if fstype else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
+        ),
+        f"mount {dst}",
+    )
+
+
+def _loopback_up() -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        req = struct.pack("16sh", b"lo", 0)
+        flags = struct.unpack("16sh", fcntl.ioctl(s, 0x8913, req))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sh", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
+    finally:
+        s.close()
+
+
+def _keep_only(keep: set[int]) -> None:
+    """Close every fd above 2 not in ``keep`` (close_range under the hood)."""
+    lo = 3
+    for fd in sorted(f for f in keep if f >= 3):
+        if fd > lo:
+            os.closerange(lo, fd)
+        lo = fd + 1
+    os.closerange(lo, 1 << 20)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+# --------------------------------------------------------------------------- init (pid 1)
+def _read_payload(fd: int) -> tuple[dict[str, Any], bytes]:
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0)
+    head, _, body = data.partition(b"\n")
+    return json.loads(head), body
+
+
+def _setup_scratch(job: dict[str, Any], body: bytes) -> None:
+    size = int(job["scratch_bytes"]) + len(body)
+    _ok(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    if os.path.isdir("/dev/shm"):
+        _mount("/tmp", "/dev/shm", None, MS_BIND)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _loopback_up()
+    root = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+    pos = 0
+    for name, n in job["files"]:
+        parts = name.split("/")
+        if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"bad file name {name!r}")
+        d = root
+        for p in parts[:-1]:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(p, 0o755, dir_fd=d)
+            nd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=d)
+            if d != root:
+                os.close(d)
+            d = nd
+        f = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444, dir_fd=d)
+        _write_all(f, body[pos : pos + n])
+        os.close(f)
+        if d != root:
+            os.close(d)
+        pos += n
+    os.close(root)
+
+
+def _collect(names: list[str], cap: int, fd: int) -> None:
+    """Stream the named files to ``fd`` as frames (see ``launchers.COLLECTOR``); no symlinks."""
+    for name in names:
+        data: bytes | None = None
+        fds: list[int] = []
+        try:
+            cur = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+            fds.append(cur)
+            parts = name.split("/")
+            for p in parts[:-1]:
+                cur = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=cur)
+                fds.append(cur)
+            cur = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=cur)
+            fds.append(cur)
+            if stat.S_ISREG(os.fstat(cur).st_mode):
+                data = os.read(cur, cap + 1)
+        except OSError:
+            data = None
+        finally:
+            for f in fds:
+                os.close(f)
+        size = -1 if data is None else (-2 if len(data) > cap else len(data))
+        frame = (json.dumps({"name": name, "size": size}) + "\n").encode()
+        _write_all(fd, frame + (data if data is not None and size >= 0 else b""))
+
+
+def _init(fds: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
+    """Pid 1 of the job's namespace; returns only in the forked job process."""
+    stdin, stdout, stderr, status, collect, payload = fds
+    try:
+        _keep_only({f for f in fds if f >= 0})
+        job, body = _read_payload(payload)
+        os.close(payload)
+        if int(job["uid"]) < 1000:
+            raise ValueError("refusing a privileged uid")
+        _setup_scratch(job, body)
+        del body
+    except BaseException as e:
+        os.write(status, (json.dumps({"error": f"job setup failed: {e}"}) + "\n").encode())
+        os._exit(1)
+    pid = os.fork()
+    if pid == 0:
+        for f in (status, collect):
+            if f >= 0:
+                os.close(f)
+        return _become_job(job, stdin, stdout, stderr, cfg)
+    for f in (stdin, stdout, stderr, status):
+        os.close(f)
+    while True:  # reap orphans until the job itself exits
+        try:
+            got, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        except InterruptedError:
+            continue
+        if got == pid:
+            break
+    if collect >= 0:
+        with contextlib.suppress(OSError):
+            _collect(list(job["collect"]), int(job["cap"]), collect)
+    os._exit(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
+
+
+# --------------------------------------------------------------------------- the job
+def _become_job(
+    job: dict[str, Any], stdin: int, stdout: int, stderr: int, cfg: dict[str, Any]
+) -> dict[str, Any]:
+    """Drop to the job's uid and limits; exec the command or return it for a warm run."""
+    try:
+        os.setsid()
+        for i, f in enumerate((stdin, stdout, stderr)):
+            os.dup2(f, i)
+        _keep_only(set())
+        os.chdir("/tmp")
+        for name in _RLIMITS:
+            soft, hard = job["rlimits"][name]
+            resource.setrlimit(getattr(resource, name), (soft, hard))
+        uid = int(job["uid"])
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        _ok(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        if cfg.get("_prog"):
+            _ok(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, cfg["_prog"], 0, 0), "seccomp")
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        os.environ.clear()
+        os.environ.update(job["env"])
+        argv = list(job["argv"])
+        if _warm_eligible(argv):
+            return job
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        os.execvpe(argv[0], argv, job["env"])
+    except OSError as e:
+        os.write(2, f"sandbox: cannot run {job['argv'][:1]!r}: {e}\n".encode())
+        os._exit(127)
+    except BaseException as e:
+        os.write(2, f"sandbox: job setup failed: {e!r}\n".encode())
+        os._exit(126)
+    raise AssertionError("unreachable")
+
+
+def _warm_eligible(argv: list[str]) -> bool:
+    return (
+        len(argv) >= 4
+        and (argv[0] == sys.executable or os.path.realpath(argv[0]) == _REAL_EXE)
+        and argv[1:3] == ["-I", "-S"]
+        and ((argv[3] == "-c" and len(argv) >= 5) or not argv[3].startswith("-"))
+    )
+
+
+def run_warm(job: dict[str, Any], warm: dict[str, types.CodeType]) -> None:
+    """Run ``python -I -S script|-c code ...`` in this interpreter as a fresh ``__main__``."""
+    argv = list(job["argv"])
+    if argv[3] == "-c":
+        source, filename, sys.argv = argv[4], "<string>", ["-c", *argv[5:]]
+    else:
+        with open(argv[3], "rb") as fh:
+            source, filename, sys.argv = fh.read().decode(), argv[3], argv[3:]
+    code = warm.get(source) or compile(source, filename, "exec", dont_inherit=True)
+    streams = {
+        "stdin": io.TextIOWrapper(io.FileIO(0, "r", closefd=False)),
+        "stdout": io.TextIOWrapper(io.FileIO(1, "w", closefd=False)),
+        "stderr": io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), errors="backslashreplace", line_buffering=True
+        ),
+    }
+    for name, stream in streams.items():
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+    if "random" in sys.modules:
+        sys.modules["random"].seed()
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    if filename != "<string>":
+        main.__file__ = filename
+    sys.modules["__main__"] = main
+    warm.clear()
+    rc = 0
+    try:
+        exec(code, main.__dict__)
+    except SystemExit as e:
+        rc = _exit_code(e)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        rc = 1
+    _finish(rc)
+
+
+def _exit_code(e: SystemExit) -> int:
+    """The status a fresh interpreter would exit with for ``e``."""
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code & 0xFF
+    with contextlib.suppress(BaseException):
+        print(e.code, file=sys.stderr)
+    return 1
+
+
+def _finish(rc: int) -> None:
+    """Exit like a fresh interpreter would (threads joined, atexit run, stdio flushed), but
+    without tearing down every module: finalising the warm heap would cost ~10 ms a run."""
+    import atexit
+    import threading
+
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            rc = rc or 120
+    os._exit(rc)
+
+
+# --------------------------------------------------------------------------- the server
+def serve(ctl: socket.socket, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Fork jobs until the host closes ``ctl``; returns only inside a warm job process."""
+    own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    poller = select.poll()
+    poller.register(ctl.fileno(), select.POLLIN)
+    pidfds: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket)
+    socks: dict[int, int] = {}  # status socket -> pidfd
+    ctl.send(b"ready")
+    while True:
+        for fd, _ in poller.poll()[:1]:  # one event per poll: fd numbers get reused
+            if fd == ctl.fileno():
+                try:
+                    msg, fds, _flags, _addr = socket.recv_fds(ctl, 16, 8)
+                except OSError:
+                    os._exit(0)
+                if not msg:
+                    os._exit(0)
+                if len(fds) != 6:
+                    for f in fds:
+                        os.close(f)
+                    continue
+                if msg == b"n":  # no collect pipe: the host sent a placeholder
+                    os.close(fds[4])
+                    fds[4] = -1
+                _ok(_libc.unshare(CLONE_NEWPID), "unshare pid")
+                try:
+                    pid = os.fork()
+                except OSError:
+                    pid = -1
+                if pid == 0:
+                    ctl.detach()
+                    return _init(fds, cfg)
+                _ok(_libc.setns(own_pidns, CLONE_NEWPID), "setns pid")
+                for f in fds:
+                    if f >= 0 and f != fds[3]:
+                        os.close(f)
+                if pid < 0:
+                    os.write(fds[3], b'{"error": "fork failed"}\n{"rc": -9}\n')
+                    os.close(fds[3])
+                    continue
+                pidfd = os.pidfd_open(pid)
+                pidfds[pidfd] = (pid, fds[3])
+                socks[fds[3]] = pidfd
+                poller.register(pidfd, select.POLLIN)
+                poller.register(fds[3], select.POLLIN)
+            elif fd in socks:  # the host asks for a kill (a byte or EOF)
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(socks.pop(fd), signal.SIGKILL)
+                poller.unregister(fd)
+            elif fd in pidfds:  # init exited: its whole pid namespace is gone
+                pid, sock = pidfds.pop(fd)
+                _, st = os.waitpid(pid, 0)
+                rc = os.WEXITSTATUS(st) if os.WIFEXITED(st) else -os.WTERMSIG(st)
+                with contextlib.suppress(OSError):
+                    os.write(sock, (json.dumps({"rc": rc}) + "\n").encode())
+                if socks.pop(sock, None) is not None:
+                    poller.unregister(sock)
+                poller.unregister(fd)
+                os.close(sock)
+                os.close(fd)
+
+
+def boot() -> tuple[dict[str, Any], dict[str, types.CodeType]]:
+    """Read the config, warm the interpreter, serve; returns only in a warm job process."""
+    cfd = int(sys.argv[1])
+    cfg = json.loads(os.pread(cfd, os.fstat(cfd).st_size, 0))
+    os.close(cfd)
+    warm: dict[str, types.CodeType] = {}
+    for src in cfg.get("warm_sources", []):
+        code = compile(src, "harness.py", "exec", dont_inherit=True)
+        warm[src] = code
+        exec(code, {"__name__": "__warm__", "__builtins__": __builtins__})
+    for mod in cfg.get("preimport", []):
+        with contextlib.suppress(ImportError):
+            __import__(mod)
+    if cfg.get("seccomp"):
+        bpf = bytes.fromhex(cfg["seccomp"])
+        cfg["_buf"] = buf = ctypes.create_string_buffer(bpf, len(bpf))
+        cfg["_prog"] = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(buf))
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    gc.collect()
+    gc.freeze()  # runs never scan (and so never copy-on-write) the warm heap
+    ctl = socket.socket(fileno=int(cfg["ctl_fd"]))
+    job = serve(ctl, cfg)
+    return job, warm
+
+
+if __name__ == "__main__":
+    _job, _warm = boot()
+    del boot, serve
+    run_warm(_job, _warm)
