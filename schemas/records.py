@@ -39,6 +39,11 @@ class Verdict(_Rec):
     checks: list[CheckResult] = Field(default_factory=list)
     duration_s: float = 0.0
     limit_hit: str | None = None
+    trace: list[str] = Field(
+        default_factory=list,
+        description="What the solution did, in order, where the family records it "
+        "(API workflows: one 'service.Operation path status' entry per call).",
+    )
 
     @property
     def passed(self) -> bool:

@@ -192,6 +192,7 @@ def judge(spec: ApiSpec, result: dict[str, Any]) -> ApiOutcome:
         detail=detail[:1000],
         checks=checks,
         limit_hit=limit_hit,
+        trace=call_trace(calls),
     )
     return ApiOutcome(verdict, calls, state)
 
@@ -276,6 +277,15 @@ def _diff(expected: list[str], got: list[str]) -> str:
     if not missing and not extra:
         return f"same messages, wrong order: got {got[:5]!r}"[:300]
     return f"{len(got)} found; missing {missing!r}; unexpected {extra!r}"[:300]
+
+
+def call_trace(calls: list[dict[str, Any]], limit: int = 500) -> list[str]:
+    """One line per API call, in order: ``service.Operation path status``."""
+    lines = []
+    for c in calls[:limit]:
+        op = f"{c.get('service', '?')}.{c.get('op', '?')}"
+        lines.append(f"{op} {c.get('path', '')} {c.get('status', '')}".strip()[:300])
+    return lines
 
 
 def summarise_calls(calls: list[dict[str, Any]], dropped: int = 0) -> str:

@@ -123,6 +123,7 @@ def test_api_calls_are_recorded(api_verifier: ApiVerifier) -> None:
     assert out.verdict.status == "pass"
     assert [(c["service"], c["op"], c["status"]) for c in out.calls] == [("s3", "PutObject", 200)]
     assert "s3.PutObject" in out.verdict.detail
+    assert len(out.verdict.trace) == 1 and out.verdict.trace[0].startswith("s3.PutObject ")
 
 
 # ---------------------------------------------------------------- candidate failures
