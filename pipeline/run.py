@@ -136,6 +136,32 @@ def publish(staging: Path, out: Path, run_id: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def add_to_dedup_index(cfg: CurateConfig, root: Path, run_id: str) -> int:
+    """Append this run's kept tasks to the near-dedup index, so later runs reject their copies."""
+    from transforms.minhash import MinHasher
+    from transforms.neardup import write_index_part
+
+    ids: list[str] = []
+    texts: list[str] = []
+    for f in _files(root, "tasks"):
+        table = pq.read_table(f, columns=["id", "prompt"])
+        ids.extend(table.column("id").to_pylist())
+        texts.extend(table.column("prompt").to_pylist())
+    if not ids or cfg.dedup.index_path is None:
+        return 0
+    write_index_part(
+        cfg.dedup.index_path,
+        cfg.dedup.index_settings(),
+        ids,
+        [f"run:{run_id}"] * len(ids),
+        texts,
+        MinHasher(cfg.dedup.num_perm, cfg.dedup.seed),
+        cfg.dedup.shingle(),
+    )
+    log.info("added %d kept tasks to the dedup index %s", len(ids), cfg.dedup.index_path)
+    return len(ids)
+
+
 def pipeline_options(cfg: CurateConfig) -> PipelineOptions:
     args = [f"--runner={cfg.runner}", *cfg.beam_args]
     if cfg.runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
@@ -185,6 +211,8 @@ def curate(cfg: CurateConfig) -> CurateResult:
             pass_rate_histogram=hist,
             outputs=outputs,
         )
+        if cfg.dedup.index_path:
+            manifest.counts["indexed"] = add_to_dedup_index(cfg, staging, run_id)
         (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
         publish(staging, out, run_id)
     finally:
