@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -129,6 +130,12 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
         raise ImportError(
             f"converting the default model needs torch and transformers: {_EXTRA}"
         ) from e
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    logging.getLogger("tasksieve").info(
+        "converting the bundled model %s to safetensors once (about 20 s)", gguf.name
+    )
     start = time.monotonic()
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(
