@@ -137,13 +137,14 @@ def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
 
     console = Console(stderr=True)
     logging.basicConfig(
-        level=logging.WARNING if args.quiet else logging.INFO,
+        level=logging.WARNING,  # Beam, transformers and friends: warnings only
         format="%(message)s",
         handlers=[RichHandler(console=console, show_path=False, markup=False)],
         force=True,
     )
-    for noisy in ("apache_beam", "root", "transformers", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # Progress: every stage logs under "tasksieve" (per task as it is sampled and verified).
+    logging.getLogger("tasksieve").setLevel(logging.WARNING if args.quiet else logging.INFO)
+    logging.getLogger("transforms").setLevel(logging.WARNING if args.quiet else logging.INFO)
     try:
         cfg = curate_config(args, beam_args)
         assert isinstance(cfg, CurateConfig)

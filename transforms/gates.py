@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -13,6 +14,8 @@ from transforms.common import REJECTED, count, rejected
 from transforms.items import Item, rejection
 from verifiers import Sandbox, UnsupportedFamily, Verifier
 from verifiers.registry import VerifierCache, make_sandbox
+
+log = logging.getLogger("tasksieve.gates")
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ class GatesFn(beam.DoFn):
             )
             return
         results, reason = run_gates(item, verifier, self.cfg)
+        log.info("gates %s: %s", item.id, reason or "passed")
         if reason:
             failed = next((r for r in results if not r.passed), results[-1])
             yield rejected(
