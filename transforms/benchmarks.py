@@ -30,6 +30,7 @@ import numpy as np
 
 from schemas import Finding
 from transforms.minhash import EMPTY, MinHasher, band_keys, choose_banding
+from transforms.neardup import INDEX_VERSION
 from transforms.textsim import ShingleConfig, normalize_text, overlap, shingle_hashes
 
 INDEX_KEY = b"tasksieve_benchmark_index"
@@ -105,7 +106,8 @@ def load_benchmark_file(
 
 
 def _settings_json(s: IndexSettings) -> str:
-    return json.dumps(asdict(s), sort_keys=True)
+    """Settings plus the hashing scheme's version: an index saved by another scheme is rebuilt."""
+    return json.dumps({**asdict(s), "hash_version": INDEX_VERSION}, sort_keys=True)
 
 
 class BenchmarkIndex:

@@ -20,7 +20,6 @@ raises estimates by that much; LSH recall is probabilistic (the curve printed by
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,7 +29,13 @@ from transforms.textsim import mix64
 
 EMPTY = np.uint32(0xFFFFFFFF)
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
-_CHUNK_ELEMS = 1 << 18
+_LOW32 = np.uint64(0xFFFFFFFF)
+_MAX_CELLS = 1 << 31
+_MAX_PROBES = 4096
+_BATCH_PROBES = 8
+_BYTE_INDEX = np.uint64(0x0001020304050607)  # (1 << 8t) * this >> 56 == t
+_ROW_WEIGHTS = mix64(np.arange(64, dtype=np.uint64) + np.uint64(99)) | np.uint64(1)
+_BAND_SALT = mix64(np.arange(1024, dtype=np.uint64) + np.uint64(4242))
 
 
 @dataclass(frozen=True)
@@ -68,16 +73,20 @@ def choose_banding(threshold: float, num_perm: int, fn_weight: float = 0.95) -> 
         raise ValueError(f"need 0 < threshold <= 1, got {threshold}")
     if not 0.0 <= fn_weight <= 1.0:
         raise ValueError(f"need 0 <= fn_weight <= 1, got {fn_weight}")
-    best: tuple[float, Banding] | None = None
-    for b in range(1, num_perm + 1):
-        for r in range(1, num_perm // b + 1):
-            band = Banding(b, r)
-            fp, fn = banding_errors(band, threshold)
-            err = (1.0 - fn_weight) * fp + fn_weight * fn
-            if best is None or err < best[0] - 1e-12:
-                best = (err, band)
-    assert best is not None
-    return best[1]
+    pairs = [(b, r) for b in range(1, num_perm + 1) for r in range(1, num_perm // b + 1)]
+    bands, rows = (np.array(x, dtype=np.float64)[:, None] for x in zip(*pairs, strict=True))
+    below = np.linspace(0.0, threshold, 201)[None, :]
+    above = np.linspace(threshold, 1.0, 201)[None, :]
+    fp = _areas(1.0 - (1.0 - below**rows) ** bands, threshold)
+    fn = _areas((1.0 - above**rows) ** bands, 1.0 - threshold)
+    err = (1.0 - fn_weight) * fp + fn_weight * fn
+    b, r = pairs[int(np.flatnonzero(err <= err.min() + 1e-12)[0])]
+    return Banding(b, r)
+
+
+def _areas(ys: np.ndarray, width: float) -> np.ndarray:
+    """Trapezoid area under each row of ``ys`` sampled evenly over ``width``."""
+    return np.sum((ys[:, 1:] + ys[:, :-1]) / 2, axis=1) * width / (ys.shape[1] - 1)
 
 
 def explain(banding: Banding, threshold: float, num_perm: int, what: str = "near dedup") -> str:
@@ -100,42 +109,102 @@ def explain(banding: Banding, threshold: float, num_perm: int, what: str = "near
 
 
 class MinHasher:
-    """MinHash with ``num_perm`` permutations ``a*x+b mod 2^32``, seeded for reproducibility."""
+    """One-permutation MinHash with optimal densification, ``num_perm`` bins, seeded."""
 
     def __init__(self, num_perm: int = 128, seed: int = 1) -> None:
         if num_perm < 1:
             raise ValueError(f"need num_perm >= 1, got {num_perm}")
-        rng = np.random.default_rng(seed)
         self.num_perm = num_perm
         self.seed = seed
-        self.a = rng.integers(0, 1 << 32, num_perm, dtype=np.uint64).astype(np.uint32) | 1
-        self.b = rng.integers(0, 1 << 32, num_perm, dtype=np.uint64).astype(np.uint32)
+        salts = mix64(np.array([seed, seed + 1], dtype=np.uint64) * _GOLD + np.uint64(0x5EED))
+        self._salt = np.uint64(salts[0]) | np.uint64(1)
+        self._probe_salt = np.uint64(salts[1])
+        self._probes: list[np.ndarray] = []
+
+    def _bin(self, x: np.ndarray) -> np.ndarray:
+        """Map uniform 64-bit values to bins ``0..num_perm-1`` by their high 32 bits."""
+        return ((x >> np.uint64(32)) * np.uint64(self.num_perm)) >> np.uint64(32)
+
+    def _probe(self, attempt: int) -> np.ndarray:
+        """The bin that each bin borrows from on a densification ``attempt`` (shared by docs)."""
+        while len(self._probes) <= attempt:
+            t = np.uint64(len(self._probes) * self.num_perm)
+            ids = np.arange(self.num_perm, dtype=np.uint64) + t
+            self._probes.append(self._bin(mix64(ids ^ self._probe_salt)).astype(np.int64))
+        return self._probes[attempt]
 
     def signatures(self, shingle_sets: Sequence[np.ndarray]) -> np.ndarray:
         """A ``len(shingle_sets) x num_perm`` uint32 array; an empty set gives all ``EMPTY``."""
-        n = len(shingle_sets)
-        out = np.full((n, self.num_perm), EMPTY, dtype=np.uint32)
-        lens = np.fromiter((len(s) for s in shingle_sets), dtype=np.int64, count=n)
-        docs = np.flatnonzero(lens)
-        if docs.size == 0:
-            return out
-        docs = docs[np.argsort(lens[docs], kind="stable")]
-        flat = mix64(np.concatenate([shingle_sets[i] for i in docs.tolist()])).astype(np.uint32)
-        dl = lens[docs]
-        starts = np.concatenate([[0], np.cumsum(dl)[:-1]])
-        i = 0
-        while i < docs.size:
-            width = int(dl[i])
-            per_doc = max(1, _CHUNK_ELEMS // (self.num_perm * max(1, width)))
-            j = min(docs.size, i + per_doc)
-            width = int(dl[j - 1])
-            cols = np.minimum(np.arange(width)[None, :], dl[i:j, None] - 1) + starts[i:j, None]
-            x = flat[cols]
-            h = np.multiply(x[:, :, None], self.a)
-            h += self.b
-            out[docs[i:j]] = h.min(axis=1)
-            i = j
+        counts = np.fromiter(
+            (len(s) for s in shingle_sets), dtype=np.int64, count=len(shingle_sets)
+        )
+        flat = np.concatenate(list(shingle_sets)) if counts.sum() else np.zeros(0, np.uint64)
+        return self.signatures_flat(flat.astype(np.uint64, copy=False), counts)
+
+    def signatures_flat(self, flat: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Signatures of documents given as one flat hash array and each one's count."""
+        n, k = counts.size, self.num_perm
+        out = np.full((n, k), EMPTY, dtype=np.uint32)
+        per_chunk = max(1, _MAX_CELLS // k)
+        ends = np.cumsum(counts)
+        for d0 in range(0, n, per_chunk):
+            d1 = min(n, d0 + per_chunk)
+            lo, hi = int(ends[d0] - counts[d0]), int(ends[d1 - 1])
+            self._fill(out[d0:d1], flat[lo:hi], counts[d0:d1])
+        self._densify(out, counts > 0)
         return out
+
+    def _fill(self, out: np.ndarray, flat: np.ndarray, counts: np.ndarray) -> None:
+        """Minimum 32-bit value per (document, bin): one sort of ``cell << 32 | value``."""
+        if flat.size == 0:
+            return
+        x = flat * self._salt
+        cell = np.repeat(np.arange(counts.size, dtype=np.uint64), counts) * np.uint64(
+            self.num_perm
+        ) + self._bin(x)
+        val = np.minimum(x & _LOW32, np.uint64(EMPTY) - np.uint64(1))
+        key = np.sort((cell << np.uint64(32)) | val)
+        cells = key >> np.uint64(32)
+        first = np.flatnonzero(np.concatenate([[True], cells[1:] != cells[:-1]]))
+        out.reshape(-1)[cells[first].astype(np.int64)] = (key[first] & _LOW32).astype(np.uint32)
+
+    def _densify(self, out: np.ndarray, live: np.ndarray) -> None:
+        """Fill empty bins of non-empty documents from bins chosen by shared probes.
+
+        Optimal densification: empty bin ``j`` takes the value of bin ``probe_t(j)`` for the
+        first attempt ``t`` whose bin was filled by the document's own shingles. The first
+        eight attempts are tested at once (one gather of eight flag bytes per bin, read as a
+        uint64 whose lowest set byte is the first hit); bins still empty probe on one by one.
+        """
+        k = out.shape[1]
+        source = out.copy()
+        filled = source != EMPTY
+        need = ~filled & live[:, None]
+        first = self._first_probes()
+        word = np.take(filled, first.reshape(-1), axis=1).view(np.uint64)
+        low = word & (~word + np.uint64(1))
+        hit_at = ((low * _BYTE_INDEX) >> np.uint64(56)).astype(np.intp)
+        src = first.reshape(-1)[np.arange(k)[None, :] * _BATCH_PROBES + hit_at]
+        hit = word != 0
+        np.copyto(out, np.take_along_axis(source, src, axis=1), where=need & hit)
+        flat_out, flat_src, flat_filled = out.reshape(-1), source.reshape(-1), filled.reshape(-1)
+        todo = np.flatnonzero((need & ~hit).reshape(-1))
+        col = todo % k
+        base = todo - col
+        attempt = _BATCH_PROBES
+        while todo.size and attempt < _MAX_PROBES:
+            at = base + self._probe(attempt)[col]
+            ok = flat_filled[at]
+            flat_out[todo[ok]] = flat_src[at[ok]]
+            miss = ~ok
+            todo, base, col = todo[miss], base[miss], col[miss]
+            attempt += 1
+        for cell, row in zip(todo.tolist(), base.tolist(), strict=True):
+            flat_out[cell] = flat_src[row + int(np.flatnonzero(flat_filled[row : row + k])[0])]
+
+    def _first_probes(self) -> np.ndarray:
+        """A ``num_perm x 8`` array: the bins each bin probes on attempts 0 to 7."""
+        return np.stack([self._probe(t) for t in range(_BATCH_PROBES)], axis=1)
 
 
 def estimate(sig_a: np.ndarray, sig_b: np.ndarray) -> float:
@@ -148,33 +217,42 @@ def band_keys(sigs: np.ndarray, banding: Banding) -> np.ndarray:
     b, r = banding.bands, banding.rows
     if b * r > sigs.shape[1]:
         raise ValueError(f"{b} bands x {r} rows need {b * r} permutations, have {sigs.shape[1]}")
-    cube = sigs[:, : b * r].reshape(sigs.shape[0], b, r).astype(np.uint64)
-    h = cube[:, :, 0] + _GOLD
-    for j in range(1, r):
-        h = mix64(h * _GOLD + cube[:, :, j])
-    return mix64(h)
+    cube = sigs[:, : b * r].reshape(sigs.shape[0], b, r)
+    h = np.zeros(cube.shape[:2], dtype=np.uint64)
+    for j in range(r):
+        h += cube[:, :, j].astype(np.uint64) * _ROW_WEIGHTS[j % _ROW_WEIGHTS.size]
+    return mix64(h ^ np.uint64(r))
 
 
 def candidate_pairs(keys: np.ndarray, empty: np.ndarray | None = None) -> np.ndarray:
     """Distinct (i, j), i < j, of documents sharing a band key; rows flagged ``empty`` skip."""
     n = keys.shape[0]
     live = np.arange(n) if empty is None else np.flatnonzero(~empty)
-    found: list[np.ndarray] = []
-    for band in range(keys.shape[1]):
-        col = keys[live, band]
-        order = np.argsort(col, kind="stable")
-        srt = col[order]
-        same = srt[1:] == srt[:-1]
-        if not same.any():
-            continue
-        idx = live[order]
-        edges = np.flatnonzero(np.diff(np.concatenate([[False], same, [False]]).astype(np.int8)))
-        starts, ends = edges[0::2], edges[1::2]
-        two = ends - starts == 1
-        found.append(np.stack([idx[starts[two]], idx[ends[two]]], axis=1))
-        for s, e in zip(starts[~two].tolist(), ends[~two].tolist(), strict=True):
-            found.append(np.array(list(itertools.combinations(idx[s : e + 1].tolist(), 2))))
-    if not found:
+    if live.size < 2:
         return np.zeros((0, 2), dtype=np.int64)
-    pairs = np.sort(np.concatenate(found).astype(np.int64), axis=1)
-    return np.unique(pairs, axis=0)
+    salted = keys[live] ^ _BAND_SALT[np.arange(keys.shape[1]) % _BAND_SALT.size]
+    flat = salted.reshape(-1)
+    order = np.argsort(flat)
+    srt = flat[order]
+    doc = live[order // keys.shape[1]]
+    same = srt[1:] == srt[:-1]
+    if not same.any():
+        return np.zeros((0, 2), dtype=np.int64)
+    run_start = np.flatnonzero(np.concatenate([[True], ~same]))
+    run_len = np.diff(np.append(run_start, srt.size))
+    multi = run_len > 1
+    starts, lens = run_start[multi], run_len[multi]
+    # each member pairs with every later member of its run
+    pos = np.repeat(starts, lens) + _ragged(lens)
+    later = np.repeat(starts + lens, lens) - pos - 1
+    left = np.repeat(pos, later)
+    right = left + 1 + _ragged(later)
+    a, b = doc[left], doc[right]
+    a, b = a[a != b], b[a != b]
+    code = np.unique(np.minimum(a, b) * np.int64(n) + np.maximum(a, b))
+    return np.stack([code // n, code % n], axis=1).astype(np.int64)
+
+
+def _ragged(n: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(x) for x in n])`` without a Python loop."""
+    return np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)

@@ -26,7 +26,8 @@ from transforms.minhash import EMPTY, Banding, MinHasher, band_keys, candidate_p
 from transforms.textsim import ShingleConfig, shingle_hashes
 
 INDEX_META = "index.json"
-INDEX_VERSION = 1
+INDEX_VERSION = 2
+_PAIR_CHUNK = 1 << 12
 
 
 @dataclass(frozen=True)
@@ -42,21 +43,61 @@ def confirm_pairs(
     pairs: np.ndarray, shingle_sets: Sequence[np.ndarray], threshold: float
 ) -> list[Edge]:
     """Keep the candidate pairs whose exact Jaccard reaches ``threshold``."""
-    out: list[Edge] = []
-    cache: dict[int, set[int]] = {}
+    counts = np.fromiter((len(s) for s in shingle_sets), dtype=np.int64, count=len(shingle_sets))
+    flat = np.concatenate(list(shingle_sets)) if counts.sum() else np.zeros(0, np.uint64)
+    kept, scores = confirm_flat(pairs, flat.astype(np.uint64, copy=False), counts, threshold)
+    return [Edge(a, b, s) for (a, b), s in zip(kept.tolist(), scores.tolist(), strict=True)]
 
-    def as_set(i: int) -> set[int]:
-        if i not in cache:
-            cache[i] = set(shingle_sets[i].tolist())
-        return cache[i]
 
-    for a, b in pairs.tolist():
-        sa, sb = as_set(a), as_set(b)
-        inter = len(sa & sb)
-        union = len(sa) + len(sb) - inter
-        score = inter / union if union else 1.0
-        if score >= threshold:
-            out.append(Edge(a, b, score))
+def confirm_flat(
+    pairs: np.ndarray, flat: np.ndarray, counts: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(pairs, Jaccard) of the candidates reaching ``threshold``, shingles given flat.
+
+    Vectorised: each chunk of pairs sorts one uint64 array of ``pair << 52 | hash >> 13 << 1
+    | side``; sets may hold repeats. Two different hashes of one pair that agree on those 51
+    bits (chance ~2^-51 per pair of shingles) are detected and that pair is recomputed on
+    full hashes, so the result is exact Jaccard of the 64-bit shingle hashes.
+    """
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    starts = np.cumsum(counts) - counts
+    jac = np.zeros(len(pairs))
+    for c0 in range(0, len(pairs), _PAIR_CHUNK):
+        jac[c0 : c0 + _PAIR_CHUNK] = _jaccard_chunk(
+            pairs[c0 : c0 + _PAIR_CHUNK], flat, starts, counts
+        )
+    ok = jac >= threshold
+    return pairs[ok], jac[ok]
+
+
+def _jaccard_chunk(
+    pairs: np.ndarray, flat: np.ndarray, starts: np.ndarray, counts: np.ndarray
+) -> np.ndarray:
+    """Exact Jaccard of each pair in a chunk of at most ``_PAIR_CHUNK`` pairs."""
+    m = len(pairs)
+    side_docs = pairs.T.reshape(-1)
+    lens = counts[side_docs]
+    vals = flat[np.repeat(starts[side_docs] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())]
+    ids = np.arange(m, dtype=np.uint64) << np.uint64(52)
+    tag = np.repeat(np.concatenate([ids, ids | np.uint64(1)]), lens)
+    key = tag | ((vals >> np.uint64(13)) << np.uint64(1))
+    order = np.argsort(key)
+    key, vals = key[order], vals[order]
+    body = key >> np.uint64(1)
+    new = np.concatenate([[True], body[1:] != body[:-1]])
+    run = np.flatnonzero(new)
+    both = (key[run] & np.uint64(1)) == 0
+    both &= np.maximum.reduceat(key & np.uint64(1), run) == 1
+    run_pair = (body[run] >> np.uint64(51)).astype(np.int64)
+    union = np.bincount(run_pair, minlength=m)
+    inter = np.bincount(run_pair, weights=both, minlength=m)
+    out = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
+    clash = ~new[1:] & (vals[1:] != vals[:-1])
+    for p in np.unique(body[1:][clash] >> np.uint64(51)).astype(np.int64).tolist():
+        sa = set(flat[starts[pairs[p, 0]] : starts[pairs[p, 0]] + counts[pairs[p, 0]]].tolist())
+        sb = set(flat[starts[pairs[p, 1]] : starts[pairs[p, 1]] + counts[pairs[p, 1]]].tolist())
+        union_p = len(sa | sb)
+        out[p] = len(sa & sb) / union_p if union_p else 1.0
     return out
 
 

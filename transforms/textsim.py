@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 KINDS = ("word", "code", "char")
 ID_TOKEN = "\x00id"
@@ -159,35 +161,135 @@ def _token_ids(toks: list[str]) -> list[int]:
     return out
 
 
-_IS_WORD = np.zeros(256, dtype=bool)
-_IS_WORD[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")] = True
-_LOWER = np.arange(256, dtype=np.uint64)
-_LOWER[65:91] += 32
-_KEEP_CASE = np.arange(256, dtype=np.uint64)
+def _translation(lowercase: bool) -> bytes:
+    table = bytearray(b" " * 256)
+    for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_":
+        table[c] = c + 32 if lowercase and 65 <= c <= 90 else c
+    table[_SEP] = _SEP
+    return bytes(table)
+
+
+_SEP = 0xFF  # never occurs in UTF-8, so it can separate the documents of a batch
+_TRANSLATE = {True: _translation(True), False: _translation(False)}
 _POS_WEIGHTS = mix64(np.arange(256, dtype=np.uint64) + np.uint64(12345)) | np.uint64(1)
+_GRAM_WEIGHTS = mix64(np.arange(64, dtype=np.uint64) + np.uint64(777)) | np.uint64(1)
 
 
-def _word_ids_vectorised(texts: Sequence[str], lowercase: bool) -> list[np.ndarray]:
-    """Token hashes of ``[A-Za-z0-9_]+`` runs for a batch, with no per-token Python.
+def _string_hashes(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """64-bit hash of each byte string ``data[offsets[i]:offsets[i+1]]`` (non-empty ones).
 
-    A token hashes as ``mix(sum_j W[j mod 256] * (byte_j + 1) ^ length)`` with random odd
-    weights ``W``: equal tokens hash equally, unequal ones collide with probability ~2^-56.
+    A string hashes as ``mix(sum_j W[j mod 256] * (byte_j + 1) ^ length)`` with random odd
+    weights ``W``; equal strings hash equally, unequal ones collide with probability ~2^-56.
     """
-    parts = [t.encode("utf-8", "surrogatepass") for t in texts]
-    buf = np.frombuffer(b"\x00".join(parts), dtype=np.uint8)
-    word = _IS_WORD[buf]
-    edge = np.diff(word.view(np.int8), prepend=np.int8(0), append=np.int8(0))
-    start_pos = np.flatnonzero(edge == 1)
-    lens = np.flatnonzero(edge == -1) - start_pos
-    wpos = np.flatnonzero(word)
-    first = np.cumsum(lens) - lens
-    offset = np.arange(wpos.size) - np.repeat(first, lens)
-    table = _LOWER if lowercase else _KEEP_CASE
-    vals = _POS_WEIGHTS[offset & 255] * (table[buf[wpos]] + np.uint64(1))
-    tok = mix64(np.add.reduceat(vals, first) ^ lens.astype(np.uint64)) if wpos.size else vals
-    sizes = np.fromiter((len(p) + 1 for p in parts), dtype=np.int64, count=len(parts))
-    cuts = np.searchsorted(start_pos, np.cumsum(sizes)[:-1])
-    return np.split(tok, cuts)
+    lens = np.diff(offsets)
+    out = np.zeros(lens.size, dtype=np.uint64)
+    live = np.flatnonzero(lens > 0)
+    if live.size == 0:
+        return out
+    starts, ll = offsets[:-1][live], lens[live]
+    first = np.cumsum(ll) - ll
+    pos = np.arange(int(ll.sum())) - np.repeat(first, ll)
+    vals = _POS_WEIGHTS[pos & 255] * (data[np.repeat(starts, ll) + pos].astype(np.uint64) + 1)
+    out[live] = mix64(np.add.reduceat(vals, first) ^ ll.astype(np.uint64))
+    return out
+
+
+def _arrow_bytes(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(data bytes, offsets) of an Arrow string array, offsets rebased to its slice."""
+    width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=width)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return data, offsets.astype(np.int64)
+
+
+def _word_ids_vectorised(texts: Sequence[str], lowercase: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Token hashes of ``[A-Za-z0-9_]+`` runs for a batch (flat) and tokens per document.
+
+    One C pass maps the joined batch to lowercase words and spaces (``bytes.translate``),
+    Arrow splits and dictionary-encodes the tokens, and only the distinct tokens are hashed.
+    """
+    joined = bytes([_SEP]).join([t.encode("utf-8", "surrogatepass") for t in texts])
+    docs = joined.translate(_TRANSLATE[lowercase]).split(bytes([_SEP]))
+    split = pc.ascii_split_whitespace(pa.array(docs, pa.large_string()))
+    enc = pc.dictionary_encode(pc.list_flatten(split))
+    data, offsets = _arrow_bytes(enc.dictionary)
+    dict_hash = _string_hashes(data, offsets)
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    per_doc = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
+    keep = (np.diff(offsets) > 0)[idx]
+    doc = np.repeat(np.arange(len(texts)), per_doc)
+    counts = np.bincount(doc[keep], minlength=len(texts)).astype(np.int64)
+    return dict_hash[idx[keep]], counts
+
+
+def _combine(units: np.ndarray, k: int) -> np.ndarray:
+    """Hash of each window of ``k`` consecutive units (``len(units) - k + 1`` of them)."""
+    m = units.size - k + 1
+    h = units[:m] * _GRAM_WEIGHTS[0]
+    for j in range(1, k):
+        h += units[j : j + m] * _GRAM_WEIGHTS[j]
+    return mix64(h ^ np.uint64(k))
+
+
+def _units(texts: Sequence[str], cfg: ShingleConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Flat uint64 unit hashes (tokens, or code points for char) and units per document."""
+    if cfg.kind == "word" and not cfg.canonical_identifiers:
+        if cfg.strip_comments or cfg.strip_docstrings:
+            texts = [strip_code(t, cfg.strip_comments, cfg.strip_docstrings) for t in texts]
+        return _word_ids_vectorised(texts, cfg.lowercase)
+    units: list[np.ndarray] = []
+    for text in texts:
+        toks = tokens(text, cfg)
+        if cfg.kind == "char":
+            raw = toks[0].encode("utf-32-le", "surrogatepass")
+            units.append(mix64(np.frombuffer(raw, dtype=np.uint32).astype(np.uint64) + _GOLD))
+        else:
+            units.append(np.array(_token_ids(toks), dtype=np.uint64))
+    counts = np.fromiter((u.size for u in units), dtype=np.int64, count=len(units))
+    flat = np.concatenate(units) if units else np.zeros(0, dtype=np.uint64)
+    return flat, counts
+
+
+def shingle_hashes_flat(
+    texts: Sequence[str], cfg: ShingleConfig = ShingleConfig()
+) -> tuple[np.ndarray, np.ndarray]:
+    """All shingle hashes of a batch, document after document, and how many each has.
+
+    Not deduplicated within a document (MinHash and ``neardup.confirm_flat`` do not need
+    it). A document shorter than the shingle size has one shingle: all its units.
+    """
+    flat, lens = _units(texts, cfg)
+    k = cfg.size
+    if lens.size == 0:
+        return np.zeros(0, dtype=np.uint64), lens
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    h = _combine(flat, k) if flat.size >= k else np.zeros(0, dtype=np.uint64)
+    keep = np.zeros(flat.size, dtype=bool)
+    full = lens >= k
+    keep_n = np.where(full, lens - k + 1, 0)
+    keep[np.repeat(starts, keep_n) + _ragged_arange(keep_n)] = True
+    short = np.flatnonzero((lens > 0) & ~full)
+    if short.size:
+        h = np.concatenate([h, np.zeros(flat.size - h.size, dtype=np.uint64)])
+        for d in short.tolist():
+            s, n = int(starts[d]), int(lens[d])
+            h[s] = _combine(flat[s : s + n], n)[0]
+            keep[s] = True
+    counts = np.where(full, keep_n, (lens > 0).astype(np.int64))
+    return h[keep[: h.size]], counts
+
+
+def _ragged_arange(n: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(x) for x in n])`` without a Python loop."""
+    total = int(n.sum())
+    return np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+
+
+def split_flat(flat: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
+    """The per-document arrays of a flat batch."""
+    return np.split(flat, np.cumsum(counts)[:-1]) if counts.size else []
 
 
 def shingle_hashes(
@@ -199,44 +301,9 @@ def shingle_hashes(
     collide with probability about 2^-56. Plain word shingles take a fully vectorised path.
     ``unique=False`` skips the per-document sort (MinHash does not need it).
     """
-    units: list[np.ndarray] = []
-    if cfg.kind == "word" and not cfg.canonical_identifiers:
-        if cfg.strip_comments or cfg.strip_docstrings:
-            texts = [strip_code(t, cfg.strip_comments, cfg.strip_docstrings) for t in texts]
-        units = _word_ids_vectorised(texts, cfg.lowercase) if texts else []
-        texts = []
-    for text in texts:
-        toks = tokens(text, cfg)
-        if cfg.kind == "char":
-            raw = toks[0].encode("utf-32-le", "surrogatepass")
-            units.append(np.frombuffer(raw, dtype=np.uint32).astype(np.uint64))
-        else:
-            units.append(np.array(_token_ids(toks), dtype=np.uint64))
-    if not units:
-        return []
-    lens = np.fromiter((len(u) for u in units), dtype=np.int64, count=len(units))
-    flat = np.concatenate(units)
-    if cfg.kind == "char":
-        flat = mix64(flat + _GOLD)
-    k = cfg.size
-    ends = np.cumsum(lens)
-    total = len(flat)
-    h = flat[: max(0, total - k + 1)].copy()
-    for j in range(1, k if total >= k else 0):
-        h = mix64(h * _GOLD + flat[j : total - k + 1 + j])
-    out: list[np.ndarray] = []
-    for e, n in zip(ends.tolist(), lens.tolist(), strict=True):
-        s = e - n
-        if n >= k:
-            out.append(np.unique(h[s : e - k + 1]) if unique else h[s : e - k + 1])
-        elif n > 0:
-            g = flat[s : s + 1].copy()
-            for j in range(s + 1, e):
-                g = mix64(g * _GOLD + flat[j : j + 1])
-            out.append(mix64(g ^ np.uint64(n)))
-        else:
-            out.append(np.zeros(0, dtype=np.uint64))
-    return out
+    flat, counts = shingle_hashes_flat(texts, cfg)
+    parts = split_flat(flat, counts)
+    return [np.unique(p) for p in parts] if unique else parts
 
 
 def jaccard(a: frozenset[str] | set[str], b: frozenset[str] | set[str]) -> float:

@@ -16,7 +16,7 @@ from transforms.minhash import (
     estimate,
     explain,
 )
-from transforms.neardup import find_near_duplicates
+from transforms.neardup import confirm_flat, confirm_pairs, find_near_duplicates
 from transforms.textsim import jaccard_hashes
 
 
@@ -97,3 +97,80 @@ def test_in_memory_clusters_are_transitive_with_earliest_survivor() -> None:
     dropped = find_near_duplicates([a, b, c, far], 0.75, MinHasher(128), choose_banding(0.75, 128))
     assert set(dropped) == {1, 2} and all(v[0] == 0 for v in dropped.values())
     assert dropped[2][1] == 1
+
+
+def _reference_signature(hasher: MinHasher, s: np.ndarray) -> np.ndarray:
+    """One document's OPH signature with optimal densification, written plainly."""
+    from transforms.minhash import _LOW32
+
+    k = hasher.num_perm
+    sig = np.full(k, EMPTY, dtype=np.uint32)
+    for v in s.tolist():
+        x = (np.array([v], dtype=np.uint64) * hasher._salt)[0]
+        b = int(hasher._bin(np.array([x]))[0])
+        sig[b] = min(int(sig[b]), min(int(x & _LOW32), int(EMPTY) - 1))
+    filled = sig != EMPTY
+    if not filled.any():
+        return sig
+    out = sig.copy()
+    for j in np.flatnonzero(~filled).tolist():
+        t = 0
+        while not filled[hasher._probe(t)[j]]:
+            t += 1
+        out[j] = sig[hasher._probe(t)[j]]
+    return out
+
+
+def test_vectorised_densification_matches_the_plain_definition() -> None:
+    rng = np.random.default_rng(4)
+    sets = [rng.integers(0, 2**63, n, dtype=np.uint64) for n in (1, 2, 3, 10, 60, 200, 0)]
+    hasher = MinHasher(128, seed=5)
+    sigs = hasher.signatures(sets)
+    for s, sig in zip(sets, sigs, strict=True):
+        assert np.array_equal(sig, _reference_signature(hasher, s))
+    assert (sigs[:-1] != EMPTY).all()
+
+
+@pytest.mark.parametrize("n", [20, 60, 400])
+def test_estimate_tracks_jaccard_for_small_and_large_sets(n: int) -> None:
+    rng = np.random.default_rng(n)
+    hasher = MinHasher(128)
+    errors = []
+    for _ in range(150):
+        a, b = _pair(rng, n, int(rng.integers(n // 2, n + 1)))
+        sig = hasher.signatures([a, b])
+        errors.append(estimate(sig[0], sig[1]) - jaccard_hashes(a, b))
+    assert abs(np.mean(errors)) < 0.015
+    assert np.std(errors) < np.sqrt(0.25 / 128) * 1.1
+
+
+def test_seed_changes_signatures() -> None:
+    s = np.unique(np.random.default_rng(6).integers(0, 2**63, 50, dtype=np.uint64))
+    assert not np.array_equal(MinHasher(64, 1).signatures([s]), MinHasher(64, 2).signatures([s]))
+
+
+def test_candidate_pairs_lists_every_pair_of_a_shared_bucket_once() -> None:
+    keys = np.array([[1, 7], [1, 8], [2, 7], [1, 7], [3, 9]], dtype=np.uint64)
+    pairs = candidate_pairs(keys).tolist()
+    assert pairs == [[0, 1], [0, 2], [0, 3], [1, 3], [2, 3]]
+    assert candidate_pairs(keys, empty=np.array([1, 0, 0, 0, 0], bool)).tolist() == [
+        [1, 3],
+        [2, 3],
+    ]
+
+
+def test_confirm_flat_is_exact_jaccard_with_repeats_and_near_clashes() -> None:
+    rng = np.random.default_rng(7)
+    sets = [rng.integers(0, 2**63, int(rng.integers(1, 40)), dtype=np.uint64) for _ in range(30)]
+    sets[1] = np.concatenate([sets[0][:20], sets[0][:5]])  # repeats inside one document
+    sets[2] = sets[0] ^ np.uint64(1)  # agree with sets[0] on all but the lowest bit
+    flat = np.concatenate(sets)
+    counts = np.array([len(s) for s in sets])
+    pairs = np.array([(i, j) for i in range(30) for j in range(i + 1, 30)])
+    kept, scores = confirm_flat(pairs, flat, counts, 0.0)
+    assert len(kept) == len(pairs)
+    for (i, j), score in zip(kept.tolist(), scores.tolist(), strict=True):
+        a, b = set(sets[i].tolist()), set(sets[j].tolist())
+        assert score == len(a & b) / len(a | b)
+    edges = confirm_pairs(pairs, sets, 0.5)
+    assert {(e.a, e.b) for e in edges} >= {(0, 1)} and (0, 2) not in {(e.a, e.b) for e in edges}

@@ -12,7 +12,9 @@ from transforms.textsim import (
     jaccard_hashes,
     normalize_text,
     shingle_hashes,
+    shingle_hashes_flat,
     shingles,
+    split_flat,
     strip_code,
 )
 
@@ -91,3 +93,32 @@ def test_batch_hashing_does_not_mix_documents() -> None:
 def test_bad_shingle_config_fails(bad: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         ShingleConfig(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ShingleConfig(),
+        ShingleConfig(size=1),
+        ShingleConfig(lowercase=False),
+        ShingleConfig(strip_comments=True, strip_docstrings=True),
+        ShingleConfig(kind="code", size=4),
+        ShingleConfig(kind="char", size=5),
+    ],
+)
+def test_flat_batch_matches_one_text_at_a_time(cfg: ShingleConfig) -> None:
+    texts = [BASE, "", "two words", CODE, "   ", RENAMED, "Hello hello HELLO world"]
+    flat, counts = shingle_hashes_flat(texts, cfg)
+    assert counts.sum() == flat.size and counts.size == len(texts)
+    for text, part in zip(texts, split_flat(flat, counts), strict=True):
+        (alone,) = shingle_hashes([text], cfg)
+        assert np.array_equal(np.unique(part), alone)
+        assert alone.size == len(shingles(text, cfg))
+
+
+def test_case_folding_follows_the_config() -> None:
+    lower = shingle_hashes(["Hello World Again", "hello world again"])
+    cased = shingle_hashes(
+        ["Hello World Again", "hello world again"], ShingleConfig(lowercase=False)
+    )
+    assert np.array_equal(lower[0], lower[1]) and not np.array_equal(cased[0], cased[1])
