@@ -18,7 +18,20 @@ unprivileged uid (never reused while in use), so RLIMIT_NPROC counts only the ru
 neither signal nor ptrace the root-owned server and inits; rlimits; the seccomp deny filter
 (``verifiers.seccomp``); fds closed except its three pipes. The server itself is unreachable:
 outside the run's pid namespace, another uid, and its control socket is closed in every run.
-Candidate and test harness remain two separate runs (two uids, two namespaces sets).
+Candidate and tests never share a process. As two ``spawn()`` runs they get two uids and two
+namespace sets; as a pair run (``verifiers.forkserver_pair``, what ``PythonVerifier`` uses on
+this server) one init per verification forks the candidate and then becomes the tests
+process, so both share that verification's namespaces (never another's) but keep separate
+uids, rlimits and seccomp: the candidate cannot signal, ptrace or read /proc of the tests
+process (other uid, non-dumpable after setuid, /proc mounted ``hidepid=2``), cannot enter the
+tests' 0700 directory, never holds the results pipe the host reads (its fds are exactly its
+stdin/stdout to the tests and its stderr), and the tests' data is read from the payload only
+after the candidate was forked, so it is not in the candidate's memory. A pair's verdict is
+returned once the tests process reported ``done`` and the kill was sent; the host does not
+wait for the namespace to empty (the tests process is its init and has exited or is being
+killed), but its uids return to the pool only after the server reports it empty. Warm scripts
+that define ``warm_main`` run from the namespace the server executed them in (a private
+copy-on-write copy per run, as with every other module).
 
 It does NOT guard against: kernel bugs reachable through allowed syscalls (a run that
 escapes its uid lands next to a root server with CAP_SYS_ADMIN in the host user namespace;
@@ -259,6 +272,10 @@ class ForkServer:
 
     def submit(self, fds: list[int], collect: bool) -> None:
         """Hand one run's six fds to the server (restarting it once if it is gone)."""
+        self.submit_fds(b"c" if collect else b"n", fds)
+
+    def submit_fds(self, kind: bytes, fds: list[int]) -> None:
+        """Send one request (``kind``: ``c``/``n`` run, ``p`` pair) with its fds."""
         with self._lock:
             for attempt in (0, 1):
                 stale = self._warm_count != len(_WARM_SOURCES) or self._owner != os.getpid()
@@ -266,7 +283,7 @@ class ForkServer:
                     self._start()
                 assert self._ctl is not None
                 try:
-                    socket.send_fds(self._ctl, [b"c" if collect else b"n"], fds)
+                    socket.send_fds(self._ctl, [kind], fds)
                     return
                 except OSError:
                     self._stop()

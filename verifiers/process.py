@@ -30,9 +30,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from verifiers.base import Execution, Limits, Sandbox
 from verifiers.forkserver import UIDS, ForkedProcess, ForkServer, start_run
+from verifiers.forkserver_pair import PairProcess, start_pair
 from verifiers.launchers import COLLECTOR, RLIMIT_LAUNCHER
 from verifiers.pipes import Pump, drain_until
 from verifiers.process_support import (
@@ -57,6 +59,23 @@ def base_python() -> str:
     """The real interpreter behind ``sys.executable`` (a venv's python resolved to its base)."""
     exe = getattr(sys, "_base_executable", None) or sys.executable
     return os.path.realpath(exe)
+
+
+def _warm_job(command: list[str], limits: Limits) -> dict[str, Any]:
+    """The fork server's description of one job: argv, environment and rlimits."""
+    mem = limits.memory_mb * 1024 * 1024
+    cpu = max(1, math.ceil(limits.cpu_s))
+    return {
+        "argv": list(command),
+        "env": {"PATH": _PATH, "HOME": WORKDIR, "LANG": "C.UTF-8", "TMPDIR": WORKDIR},
+        "rlimits": {
+            "RLIMIT_AS": [mem, mem],
+            "RLIMIT_CPU": [cpu, cpu + 1],
+            "RLIMIT_NPROC": [limits.max_processes] * 2,
+            "RLIMIT_FSIZE": [limits.max_file_bytes] * 2,
+            "RLIMIT_CORE": [0, 0],
+        },
+    }
 
 
 def _next_uid() -> int:
@@ -259,25 +278,39 @@ class ProcessSandbox(Sandbox):
         collect: tuple[str, ...],
     ) -> SandboxProcess:
         assert self._server is not None
-        mem = limits.memory_mb * 1024 * 1024
-        cpu = max(1, math.ceil(limits.cpu_s))
         job = {
-            "argv": list(command),
+            **_warm_job(command, limits),
             "uid": UIDS.take(),
-            "env": {"PATH": _PATH, "HOME": WORKDIR, "LANG": "C.UTF-8", "TMPDIR": WORKDIR},
-            "rlimits": {
-                "RLIMIT_AS": [mem, mem],
-                "RLIMIT_CPU": [cpu, cpu + 1],
-                "RLIMIT_NPROC": [limits.max_processes] * 2,
-                "RLIMIT_FSIZE": [limits.max_file_bytes] * 2,
-                "RLIMIT_CORE": [0, 0],
-            },
             "scratch_bytes": limits.scratch_mb * 1024 * 1024,
             "collect": list(collect),
             "cap": limits.max_file_bytes,
         }
         proc, collect_r = start_run(self._server, job, files, bool(collect))
         return SandboxProcess(proc, time.monotonic(), collect_r)
+
+    def spawn_pair(
+        self,
+        cand: tuple[dict[str, bytes | str], list[str]],
+        tests: tuple[dict[str, bytes | str], list[str]],
+        limits: Limits,
+    ) -> PairProcess | None:
+        """Start a candidate and its tests as one warm pair run (see ``forkserver_pair``).
+
+        ``cand``/``tests`` are (files, command); the tests' command gets the candidate's pid
+        appended. None when there is no fork server (use two ``spawn()`` runs instead).
+        """
+        if self._server is None:
+            return None
+        for name in (*cand[0], *tests[0]):
+            check_name(name)
+        return start_pair(
+            self._server,
+            _warm_job(cand[1], limits),
+            _warm_job(tests[1], limits),
+            cand[0],
+            tests[0],
+            limits.scratch_mb * 1024 * 1024,
+        )
 
     # ------------------------------------------------------------------ supervision
     def _supervise(

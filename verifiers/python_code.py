@@ -4,9 +4,11 @@ For ``check``/``asserts``/``pytest`` tasks the candidate runs in one sandboxed p
 only answers calls (function name and JSON arguments in, JSON value or exception out); the
 tests run in a second sandboxed process holding a proxy in place of the candidate, so
 expected values and assertions never live where the candidate runs, and no candidate object
-(e.g. one whose ``__eq__`` is always True) reaches the tests. This process relays between
-the two and counts passed/total itself against a test list it derives from the spec; exit
-codes and anything the candidate prints are ignored, and a test with no result is a fail.
+(e.g. one whose ``__eq__`` is always True) reaches the tests. On the fork server the two are
+one pair run talking over their own pipe (``verifiers.python_pair``); elsewhere this process
+relays between them. Either way it counts passed/total itself against a test list it
+derives from the spec; exit codes and anything the candidate prints are ignored, and a test
+with no result is a fail.
 ``io`` tasks run the program once per case; stdout is compared here after normalisation:
 ``\\r\\n`` -> ``\\n``, trailing whitespace stripped from every line, trailing blank lines
 dropped.
@@ -32,6 +34,7 @@ from verifiers.base import Execution, Limits, Sandbox, Verifier
 from verifiers.forkserver import register_warm_script
 from verifiers.pipes import Pump, Reader
 from verifiers.process import SandboxProcess, base_python
+from verifiers.python_pair import judge_pair
 
 HARNESS_SOURCE = Path(python_harness.__file__).read_text(encoding="utf-8")
 register_warm_script(HARNESS_SOURCE)
@@ -186,6 +189,17 @@ class PythonVerifier(Verifier):
         wall = timeout + _STARTUP_GRACE_S
         limits = Limits(wall_s=wall, cpu_s=timeout, memory_mb=spec.memory_mb)
         cmd = [self.python, "-I", "-S", "harness.py"]
+        spawn_pair = getattr(self.sandbox, "spawn_pair", None)
+        pair = spawn_pair and spawn_pair(
+            ({"harness.py": HARNESS_SOURCE, "solution.py": solution}, [*cmd, "candidate"]),
+            ({"tests.json": json.dumps(cfg)}, [*cmd[:3], "/tmp/harness.py", "pair-tests"]),
+            limits,
+        )
+        if pair is not None:
+            try:
+                return judge_pair(pair, names, time.monotonic() + wall)
+            finally:
+                pair.close()
         cand: SandboxProcess = spawn(
             {"harness.py": HARNESS_SOURCE, "solution.py": solution}, [*cmd, "candidate"], limits
         )

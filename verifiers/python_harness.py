@@ -2,8 +2,10 @@
 
 Run as ``python -I -S python_harness.py candidate`` (loads ``solution.py`` and answers calls)
 or ``... tests`` (runs ``tests.json`` with a proxy in place of the candidate). The two never
-share a process: the parent relays JSON lines between them and counts the results itself.
-Standard library only; the parent imports the planning and codec helpers from here too.
+share a process: either the parent relays JSON lines between them, or (``pair-tests PID``, a
+fork-server pair run) the tests process talks to the candidate over a pipe of its own and
+reports results on fd 3, which the candidate never holds. The parent counts the results
+itself. Standard library only; the parent imports the planning and codec helpers from here.
 
 Protocol (one JSON object per line, on fds that were stdin/stdout at start; the code under
 test sees /dev/null and stderr instead):
@@ -11,6 +13,10 @@ test sees /dev/null and stderr instead):
   ``{"ok": value}`` or ``{"exc": [type_name, message]}``.
 - tests -> parent: ``{"op": "call", "fn", "args", "kwargs"}`` (reply ``{"ok"}``, ``{"exc"}``
   or ``{"crash": message}``), ``{"op": "result", "name", "passed", "detail"}``, ``{"op": "done"}``.
+- pair runs: tests -> candidate ``{"fn", "args", "kwargs"}`` (reply as above); tests -> parent
+  (fd 3) the candidate's ``loaded`` line (``{"op": "loaded", "error"}``, or ``"broken": true``
+  when it broke the protocol), results, ``{"op": "cand_exit", "signal", "code"}`` (nulls if
+  it still runs), then ``done``.
 Values cross in a tagged JSON codec (tuples, sets, dicts with any keys, bytes, complex, nan),
 so only plain built-in values ever reach the test process.
 
@@ -24,10 +30,12 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
+import contextlib
 import json
 import math
 import os
 import sys
+import time
 import types
 from typing import Any
 
@@ -134,10 +142,17 @@ def plan(cfg: dict[str, Any]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- wire
+_MAX_LINE = 4_000_000
+
+
 class _Wire:
     """Line-oriented JSON over two private fds; fds 0/1 are detached from the protocol."""
 
-    def __init__(self) -> None:
+    def __init__(self, wfd: int | None = None) -> None:
+        if wfd is not None:  # a write-only wire on an fd of its own (pair results)
+            self.rfd, self.wfd = -1, wfd
+            self._buf = b""
+            return
         self.rfd, self.wfd = os.dup(0), os.dup(1)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -152,9 +167,11 @@ class _Wire:
 
     def recv(self) -> Any:
         while b"\n" not in self._buf:
+            if len(self._buf) > _MAX_LINE:
+                raise EOFError("line too long")
             chunk = os.read(self.rfd, 1 << 16)
             if not chunk:
-                raise EOFError("parent closed the pipe")
+                raise EOFError("peer closed the pipe")
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         return json.loads(line)
@@ -216,17 +233,58 @@ _SAFE_EXC = {
 }
 
 
-class _Proxy:
-    """Stands in for a candidate function; each call is relayed to the candidate process."""
+_GONE = {"crash": "candidate process gone or broke the protocol"}
 
-    def __init__(self, wire: _Wire, name: str) -> None:
-        self._wire, self._name = wire, name
+
+class _RelayLink:
+    """Calls relayed by the parent (``tests`` mode)."""
+
+    def __init__(self, wire: _Wire) -> None:
+        self.wire = wire
+
+    def call(self, req: dict[str, Any]) -> Any:
+        self.wire.send({"op": "call", **req})
+        return self.wire.recv()
+
+
+class _DirectLink:
+    """Calls sent straight to the candidate (``pair-tests`` mode); a broken reply ends it."""
+
+    def __init__(self, wire: _Wire) -> None:
+        self.wire, self.alive, self.eof = wire, True, False
+
+    def recv(self) -> Any:
+        """The candidate's next JSON line, or None (and marked gone) on EOF or garbage."""
+        try:
+            return self.wire.recv()
+        except BaseException as e:  # EOF, a line too long, bad JSON, nesting bombs
+            self.alive, self.eof = False, self.eof or isinstance(e, EOFError)
+            return None
+
+    def call(self, req: dict[str, Any]) -> Any:
+        if not self.alive:
+            return _GONE
+        try:
+            self.wire.send(req)
+        except OSError:
+            self.alive = False
+            return _GONE
+        rep = self.recv()
+        if type(rep) is not dict or not ({"ok", "exc"} & rep.keys()):
+            self.alive = False
+            return _GONE
+        return rep
+
+
+class _Proxy:
+    """Stands in for a candidate function; each call goes to the candidate process."""
+
+    def __init__(self, link: _RelayLink | _DirectLink, name: str) -> None:
+        self._link, self._name = link, name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._wire.send(
-            {"op": "call", "fn": self._name, "args": encode(list(args)), "kwargs": encode(kwargs)}
-        )
-        rep = self._wire.recv()
+        req = {"fn": self._name, "args": encode(list(args)), "kwargs": encode(kwargs)}
+        rep = self._link.call(req)
         if "ok" in rep:
             return decode(rep["ok"])
         if "exc" in rep:
@@ -240,27 +298,61 @@ class _Proxy:
 class _Globals(dict[str, Any]):
     """Test globals where an unknown name resolves to the candidate's function of that name."""
 
-    wire: _Wire
+    link: _RelayLink | _DirectLink
 
     def __missing__(self, key: str) -> Any:
         if key.startswith("__") or hasattr(builtins, key):
             raise KeyError(key)
-        return _Proxy(self.wire, key)
+        return _Proxy(self.link, key)
 
 
-def run_tests() -> None:
+def run_pair_tests() -> None:
+    """Pair mode: forward the candidate's load status, run the tests, report its exit."""
+    cand_pid = int(sys.argv[2])
+    link = _DirectLink(_Wire())
+    out = _Wire(wfd=os.dup(3))
+    os.close(3)
+    loaded = link.recv()
+    if type(loaded) is dict and loaded.get("op") == "loaded":
+        err = loaded.get("error")
+        out.send({"op": "loaded", "error": None if err is None else str(err)[:500]})
+        if err is None:
+            run_tests(link, out)
+    else:
+        link.alive = False
+        out.send({"op": "loaded", "broken": True})
+    sig = code = None
+    if not link.alive:  # give a candidate that broke the pipe a moment to be reaped
+        if not link.eof:
+            with contextlib.suppress(OSError):
+                os.kill(cand_pid, 9)
+        for _ in range(200):
+            with contextlib.suppress(ChildProcessError):
+                got, st = os.waitpid(cand_pid, os.WNOHANG)
+                if got:
+                    sig = os.WTERMSIG(st) if os.WIFSIGNALED(st) else None
+                    code = os.WEXITSTATUS(st) if os.WIFEXITED(st) else None
+                    break
+            time.sleep(0.005)
+    out.send({"op": "cand_exit", "signal": sig, "code": code})
+    out.send({"op": "done"})
+
+
+def run_tests(link: _RelayLink | _DirectLink | None = None, out: _Wire | None = None) -> None:
     """Run the tests in tests.json, reporting one result per planned test, then done."""
-    wire = _Wire()
+    if link is None:
+        link = _RelayLink(_Wire())
+    wire = out or link.wire
     with open("tests.json", encoding="utf-8") as fh:
         cfg = json.load(fh)
     entry = cfg.get("entry_point")
     fake = types.ModuleType("solution")
-    fake.__dict__["__getattr__"] = lambda name: _Proxy(wire, name)
+    fake.__dict__["__getattr__"] = lambda name: _Proxy(link, name)
     sys.modules["solution"] = fake
     g = _Globals(__name__="__tests__", __builtins__=builtins)
-    g.wire = wire
+    g.link = link
     if entry:
-        g[entry] = _Proxy(wire, entry)
+        g[entry] = _Proxy(link, entry)
 
     def report(name: str, err: BaseException | None) -> None:
         detail = "" if err is None else ": ".join(_describe(err))
@@ -293,8 +385,8 @@ def run_tests() -> None:
         else:
             fn = g["check"]
             local = _Globals(g)
-            local.wire = wire
-            local[fn.__code__.co_varnames[0]] = _Proxy(wire, entry or "candidate")
+            local.link = link
+            local[fn.__code__.co_varnames[0]] = _Proxy(link, entry or "candidate")
             pending: BaseException | None = None  # a failed setup statement fails the next test
             for name, st in stmts:
                 err = attempt(compile(ast.Module([st], []), "check", "exec"), local)
@@ -303,8 +395,14 @@ def run_tests() -> None:
                     pending = None
                 elif err is not None:
                     pending = pending or err
-    wire.send({"op": "done"})
+    if out is None:
+        wire.send({"op": "done"})
+
+
+def warm_main() -> None:
+    """Run the mode named by ``argv[1]``; the fork server calls this directly when warm."""
+    {"candidate": serve_candidate, "tests": run_tests, "pair-tests": run_pair_tests}[sys.argv[1]]()
 
 
 if __name__ == "__main__":
-    {"candidate": serve_candidate, "tests": run_tests}[sys.argv[1]]()
+    warm_main()

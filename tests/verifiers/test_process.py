@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import sysconfig
 import time
 import uuid
 
@@ -74,8 +75,19 @@ def test_no_network_not_even_host_loopback(sandbox):
     assert b"CONNECTED" not in ex.stdout and ex.stdout.count(b"blocked") == 2
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 @pytest.mark.parametrize(
-    "path", ["/etc/shadow", "/etc/passwd", "/work", "/home", os.path.abspath(__file__)]
+    "path",
+    [
+        "/etc/shadow",
+        "/etc/passwd",
+        "/home",
+        os.path.abspath(__file__),
+        os.path.join(REPO, "README.md"),
+        os.path.join(REPO, ".git"),
+    ],
 )
 def test_cannot_read_host_files(sandbox, path):
     code = (
@@ -88,10 +100,13 @@ def test_cannot_read_host_files(sandbox, path):
 
 @pytest.mark.parametrize("host_dir", ["/root", "/home", "/work"])
 def test_host_dirs_show_only_the_interpreter_path(sandbox, host_dir):
+    visible = [sandbox.python, sys.base_prefix]
+    if sys.prefix != sys.base_prefix:  # a virtualenv's packages are bound read-only
+        visible += [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
     allowed = {
-        p.split("/")[len(host_dir.split("/"))]
-        for p in (sandbox.python, sys.base_prefix)
-        if p.startswith(host_dir + "/")
+        os.path.realpath(p).split("/")[len(host_dir.split("/"))]
+        for p in visible
+        if os.path.realpath(p).startswith(host_dir + "/")
     }
     code = f"import os\ntry: print(sorted(os.listdir({host_dir!r})))\nexcept OSError: print([])"
     ex = sandbox.run({}, py(sandbox, code), FAST)

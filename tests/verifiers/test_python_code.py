@@ -168,3 +168,15 @@ def test_trivial_solutions_fail(verifier):
 
 def test_io_normalisation():
     assert normalise_output("1  \r\n2\t\n\n\n") == normalise_output("1\n2") == "1\n2"
+
+
+def test_pair_run_candidate_sees_no_other_process(sandbox, verifier):
+    """On the fork server candidate and tests share one pid namespace; hidepid hides the tests."""
+    if sandbox.describe()["executor"] != "forkserver":
+        pytest.skip("pair runs need the fork server (root)")
+    t = task(style="check", test_code="def check(candidate):\n    assert candidate(0, 0) == []\n")
+    probe = (
+        "import os\ndef add(a, b):\n"
+        "    return [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]\n"
+    )
+    assert verifier.verify(t, probe).status == "pass"

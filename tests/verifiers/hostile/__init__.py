@@ -143,6 +143,15 @@ HACKS = {
     "            if hasattr(v, 'send') and hasattr(v, 'recv'):\n"
     "                v.send({'op': 'result', 'name': 'check:L2', 'passed': True})\n"
     "        f = f.f_back\n    return None\n",
+    # reaching the tests process of a pair run (same namespaces, other uid)
+    "reach_pair_tests_process": "import os\nfound = ''\n"
+    "for p in ('/tmp/.t/tests.json', '/proc/1/environ', '/proc/1/cmdline', '/proc/1/fd/3'):\n"
+    "    try: found += open(p, 'rb').read(100000).decode(errors='replace')\n"
+    "    except OSError: pass\n"
+    "for p in os.listdir('/proc'):\n    if p.isdigit() and int(p) != os.getpid():\n"
+    "        try: os.write(os.open(f'/proc/{p}/fd/3', os.O_WRONLY), b'{\"op\": \"done\"}\\n')\n"
+    "        except OSError: pass\n"
+    "def add(a, b):\n    return 3 if '== 3' in found else None\n",
     # resource abuse inside a call
     "sleep_in_call": "import time\ndef add(a, b):\n    time.sleep(600)\n",
     "recursion_bomb": "def add(a, b):\n    return add(a, b)\n",
