@@ -102,6 +102,7 @@ def setup_docker_exec(probs: list[dict[str, str]], tmp: str) -> tuple[Check, Cal
     if cid.returncode != 0:
         raise RuntimeError(f"cannot start a container from {image}: {cid.stderr.strip()[:200]}")
     container = cid.stdout.strip()
+    os.makedirs(tmp, exist_ok=True)
     for i, p in enumerate(probs):
         with open(os.path.join(tmp, f"p{i}.py"), "w", encoding="utf-8") as fh:
             fh.write(script(p))

@@ -3,9 +3,10 @@
 ``build_image`` runs ``debootstrap --variant=minbase`` against the Debian mirror apt already
 uses (or one given), so it needs root, ``debootstrap`` and a reachable Debian mirror but no
 image registry; the rootfs is streamed into ``docker import``. Users who can pull an image
-simply set ``TASKSIEVE_SANDBOX_IMAGE`` (it needs ``python3``, ``prlimit``, ``sh`` and
-``sleep``). It does NOT verify package signatures beyond what debootstrap itself checks, and
-the image is not reproducible bit for bit (package versions follow the mirror).
+simply set ``TASKSIEVE_SANDBOX_IMAGE`` (it needs ``python3`` on the PATH; the sandbox's
+server is passed to it as ``python3 -c`` source, nothing is baked in). It does NOT verify
+package signatures beyond what debootstrap itself checks, and the image is not reproducible
+bit for bit (package versions follow the mirror).
 """
 
 from __future__ import annotations

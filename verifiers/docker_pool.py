@@ -1,15 +1,17 @@
 """A warm pool of hardened, long-lived sandbox containers, each serving one execution at a time.
 
-Every container runs a tiny zombie reaper as PID 1 with no network, a read-only root, all
-capabilities dropped, ``no-new-privileges``, pids/memory/CPU limits, uid 65534, a private IPC
-namespace without ``/dev/shm`` and one size-limited tmpfs at ``/scratch``; no host mounts.
-After each execution ``release`` kills every process of the run (repeated ``kill -STOP/-KILL
--1`` as uid 65534, which spares only PID 1), removes its run dir and checks what is left; a
-container that hit a limit, had stray processes, files outside its run dir, POSIX message
-queues or SysV IPC objects is removed and replaced in the background. It does NOT guard
-against kernel exploits beyond Docker's default seccomp profile, covert channels through
-shared host resources (CPU caches, timing), or containers leaked by a process that dies
-without ``close()`` on a remote engine (local leftovers from dead processes are swept at start).
+Every container runs ``docker_server`` as PID 1 (stdio attached by the host, no logging
+driver) and one ``docker_writer`` exec as root without capabilities, with no network, a
+read-only root, all capabilities dropped, ``no-new-privileges``, pids/memory/CPU limits, uid
+65534, a private IPC namespace without ``/dev/shm`` and one size-limited tmpfs at
+``/scratch``; no host mounts. Starting a container costs one create, one start, one attach
+and one exec; a run costs none (only messages on the two streams). After each run the server
+kills whatever the run left and reports what remains; a container whose run hit a limit, left
+stray processes, files outside its run dir, POSIX message queues or SysV IPC objects, or
+whose stream broke, is removed and replaced in the background. It does NOT guard against
+kernel exploits beyond Docker's default seccomp profile, covert channels through shared host
+resources (CPU caches, timing), or containers leaked by a process that dies without
+``close()`` on a remote engine (local leftovers from dead processes are swept at start).
 """
 
 from __future__ import annotations
@@ -19,47 +21,32 @@ import itertools
 import os
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from verifiers import docker_server, docker_writer
+from verifiers.docker_channel import Channel, attach, exec_channel
 
 LABEL = "tasksieve.sandbox"
 OWNER = "tasksieve.owner"
 SCRATCH = "/scratch"
 USER = "65534:65534"
-# PID 1: reaps orphans (so killed runs leave no zombies) and, being the namespace's init,
-# is the one process ``kill -1`` spares; it ignores signals it has no handler for.
-REAPER = r"""
-import os, signal
-signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-while True:
-    signal.sigwait({signal.SIGCHLD})
+SERVER_SOURCE = Path(docker_server.__file__).read_text(encoding="utf-8")
+WRITER_SOURCE = Path(docker_writer.__file__).read_text(encoding="utf-8")
+# Imported by the server before it forks its zygote, so warm runs start without import costs.
+PREIMPORT = ("ast", "base64", "builtins", "contextlib", "json", "math", "traceback", "types")
+_START_TIMEOUT_S = 60.0
+
+
+def warm_sources() -> list[str]:
+    """Trusted scripts registered for warm runs (the Python verifier's harness)."""
     try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    except ChildProcessError:
-        pass
-"""
-# Counts processes other than PID 1 and itself, kills them until none is left (STOP first so
-# nothing forks in between), removes what uid 65534 can of the run dir (its root-owned input
-# files go at the next setup), then reports "procs_before procs_after leftovers sysvipc_lines".
-CLEANUP = r"""
-d="$1"
-count() {
-  m=0; for p in /proc/[0-9]*; do p=${p#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || m=$((m+1)); done
-}
-count; n=$m; i=0
-while [ $m -gt 0 ] && [ $i -lt 300 ]; do
-  kill -STOP -1 2>/dev/null; kill -KILL -1 2>/dev/null; i=$((i+1)); count
-done
-left=0
-if [ -n "$d" ]; then
-  rm -rf "$d" 2>/dev/null
-  left=$(find "$d" ! -user 0 2>/dev/null | wc -l)
-fi
-other=$( (ls -A /scratch | grep -vxF "${d##*/}"; ls -A /dev/mqueue) 2>/dev/null | wc -l)
-ipc=$(cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem 2>/dev/null | wc -l)
-echo "$n $m $((left + other)) $ipc"
-"""
+        from verifiers import forkserver
+    except ImportError:
+        return []
+    return list(getattr(forkserver, "_WARM_SOURCES", []))
 
 
 @dataclass(frozen=True)
@@ -74,10 +61,13 @@ class Shape:
 
 @dataclass
 class Slot:
-    """One pooled container and the shape it was created with."""
+    """One pooled container, the shape it was created with and its two streams."""
 
     container_id: str
     shape: Shape
+    server: Channel
+    writer: Channel
+    settle: Callable[[], bool] | None = None  # the last run's cleanup verdict, read lazily
 
 
 class Pool:
@@ -124,35 +114,53 @@ class Pool:
             self._idle.clear()
             workers = list(self._workers)
         for s in slots:
-            self._remove(s.container_id)
+            self._remove(s)
         for t in workers:
             t.join(timeout=30)
 
     # ------------------------------------------------------------------ acquire / release
     def acquire(self, shape: Shape) -> Slot:
-        """An idle container of ``shape``, or a fresh one when none is idle."""
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("docker sandbox is closed")
-            group = self._idle.get(shape)
-            slot = group.pop() if group else None
-            self._busy += 1
-        if slot is None:
-            try:
-                slot = Slot(self._create(shape), shape)
-            except BaseException:
-                with self._lock:
-                    self._busy -= 1
-                raise
-        return slot
+        """The longest-idle clean container of ``shape``, or a fresh one when none is idle.
 
-    def release(self, slot: Slot, run_dir: str | None, dirty: bool, strict: bool) -> bool:
-        """Clean ``slot`` after a run; return True when it had to be recycled.
-
-        ``strict``: the run's main process has exited, so any process still there is a stray.
+        A container's last run is settled here (its cleanup report read, normally long
+        arrived); one that was not left clean is recycled and the next one tried.
         """
-        if not dirty:
-            dirty = not self.clean(slot, run_dir, strict)
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise RuntimeError("docker sandbox is closed")
+                group = self._idle.get(shape)
+                slot = group.pop(0) if group else None
+                self._busy += 1
+            if slot is None:
+                break
+            if _settled(slot):
+                return slot
+            self.release(slot, dirty=True)
+        try:
+            return self._create(shape)
+        except BaseException:
+            with self._lock:
+                self._busy -= 1
+            raise
+
+    def flush(self) -> int:
+        """Settle every idle container now (recycling unclean ones); how many were recycled."""
+        with self._lock:
+            slots = [s for g in self._idle.values() for s in g]
+            self._idle.clear()
+            self._busy += len(slots)
+        recycled = 0
+        for slot in slots:
+            recycled += self.release(slot, dirty=not _settled(slot))
+        return recycled
+
+    def release(self, slot: Slot, dirty: bool, settle: Callable[[], bool] | None = None) -> bool:
+        """Hand ``slot`` back after a run, or recycle it when ``dirty``; True when recycled.
+
+        ``settle`` (run at the next ``acquire``) says whether the run left the container clean.
+        """
+        slot.settle = settle
         with self._lock:
             self._busy -= 1
             keep = not dirty and not self._closed
@@ -167,32 +175,12 @@ class Pool:
         t.start()
         return dirty
 
-    def clean(self, slot: Slot, run_dir: str | None, strict: bool) -> bool:
-        """Kill the run's processes and remove its dir; True when nothing else was left."""
-        try:
-            out = self.exec_output(slot, ["sh", "-c", CLEANUP, "cleanup", run_dir or ""])
-            before, after, left, ipc = (int(x) for x in out.split())
-        except Exception:
-            return False
-        return after == 0 and left == 0 and ipc <= 3 and not (strict and before > 0)
-
-    def kill_all(self, slot: Slot) -> None:
-        """Kill every process in ``slot`` except its init (best effort, returns quickly)."""
-        with contextlib.suppress(Exception):
-            self.exec_output(slot, ["sh", "-c", "kill -STOP -1; kill -KILL -1"])
-
-    def exec_output(self, slot: Slot, cmd: list[str]) -> str:
-        """Run a short helper command as the sandbox user and return its stdout."""
-        eid = self.api.exec_create(slot.container_id, cmd, user=USER, stdin=False)["Id"]
-        out = self.api.exec_start(eid)
-        return out.decode(errors="replace") if isinstance(out, bytes) else str(out)
-
     # ------------------------------------------------------------------ internals
     def _count(self) -> int:
         return self._busy + sum(len(g) for g in self._idle.values())
 
     def _add(self, shape: Shape) -> None:
-        slot = Slot(self._create(shape), shape)
+        slot = self._create(shape)
         with self._lock:
             if self._closed:
                 closed = True
@@ -200,37 +188,44 @@ class Pool:
                 closed = False
                 self._idle.setdefault(shape, []).append(slot)
         if closed:
-            self._remove(slot.container_id)
+            self._remove(slot)
 
     def _replace(self, slot: Slot, refill: bool) -> None:
-        self._remove(slot.container_id)
+        self._remove(slot)
         if refill:
             with contextlib.suppress(Exception):
                 self._add(slot.shape)
 
-    def _remove(self, cid: str) -> None:
+    def _remove(self, slot: Slot) -> None:
+        slot.server.close()
+        slot.writer.close()
+        self._remove_id(slot.container_id)
+
+    def _remove_id(self, cid: str) -> None:
         with contextlib.suppress(Exception):
             self.api.remove_container(cid, force=True)
 
-    def _create(self, shape: Shape) -> str:
-        mem = (shape.memory_mb + shape.scratch_mb + 64) * 1024 * 1024
+    def _create(self, shape: Shape) -> Slot:
+        """Start a container, attach to its server, start its writer and wait for both."""
+        mem = (shape.memory_mb + shape.scratch_mb + 96) * 1024 * 1024
         host = self.api.create_host_config(
             network_mode="none",
             read_only=True,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            pids_limit=shape.max_processes + 1,  # + the reaper
+            pids_limit=shape.max_processes + 3,  # + the server, its zygote and the writer
             mem_limit=mem,
             memswap_limit=mem,
             nano_cpus=int(shape.cpus * 1e9),
             tmpfs={SCRATCH: f"size={shape.scratch_mb}m,mode=1777,nosuid,nodev"},
             ipc_mode="none",
+            log_config={"type": "none", "config": {}},
             auto_remove=False,
         )
         name = f"tasksieve-sbx-{self._tag}-{next(self._names)}"
         c = self.api.create_container(
             self.image,
-            command=["python3", "-I", "-S", "-c", REAPER],
+            command=["python3", "-I", "-S", "-c", SERVER_SOURCE],
             user=USER,
             working_dir=SCRATCH,
             network_disabled=True,
@@ -238,15 +233,39 @@ class Pool:
             labels={LABEL: "1", OWNER: self._tag},
             name=name,
             environment={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+            stdin_open=True,
+            tty=False,
         )
         cid = str(c["Id"])
+        server: Channel | None = None
+        writer: Channel | None = None
         try:
             self.api.start(cid)
+            server = attach(self.api, cid)
+            server.send({"op": "hello", "warm": warm_sources(), "preimport": list(PREIMPORT)})
+            writer = exec_channel(
+                self.api, cid, ["python3", "-I", "-S", "-c", WRITER_SOURCE], user="0:0"
+            )
+            writer.send({"op": "ping"})
+            server.recv_json(b"h", _START_TIMEOUT_S)
+            writer.recv_json(b"f", _START_TIMEOUT_S)
         except BaseException:
-            self._remove(cid)
+            for ch in (server, writer):
+                if ch is not None:
+                    ch.close()
+            self._remove_id(cid)
             raise
         self.created += 1
-        return cid
+        return Slot(cid, shape, server, writer)
+
+
+def _settled(slot: Slot) -> bool:
+    """Read ``slot``'s pending cleanup report; True when its last run left it clean."""
+    settle, slot.settle = slot.settle, None
+    try:
+        return settle is None or settle()
+    except Exception:
+        return False
 
 
 def _alive(pid: int) -> bool:

@@ -1,52 +1,49 @@
-"""The ``docker`` sandbox: executions in a warm pool of hardened containers (docker SDK).
+"""The ``docker`` sandbox: executions in a warm pool of hardened containers, no exec per run.
 
-Each execution takes a whole container from the pool (see ``docker_pool`` for the hardening),
-gets a fresh run dir under the ``/scratch`` tmpfs holding its files (root-owned, read-only, in
-a sticky dir), and runs as uid 65534 via the engine's exec API under ``prlimit`` (address
-space, CPU seconds, file size, no core dumps); the container's cgroup bounds total memory
-(plus scratch), processes and CPU share. The wall clock is enforced here: on expiry every
-process in the container is killed. A container is recycled after any limit hit, a stray
-process, files left outside the run dir or SysV/POSIX IPC objects.
+Each execution takes a whole container from the pool (see ``docker_pool`` for the hardening).
+Its files go to the container's root writer (``docker_writer``: a fresh run dir under the
+``/scratch`` tmpfs, inputs root-owned and read-only in a sticky dir) and its command to the
+container's PID 1 (``docker_server``), which forks it as uid 65534 in a new session under
+rlimits (address space, CPU seconds, file size, no core dumps), streams its output back
+framed, and after it exits kills what is left, collects the requested files and reports what
+remains; the container's cgroup bounds total memory (plus scratch), processes and CPU share.
+Both talk over attached stdio streams, so a run costs messages, not ``docker exec`` calls.
+The wall clock is enforced here: on expiry the server kills every process of the run. A
+container is recycled after any limit hit, a stray process, files left outside the run dir,
+SysV/POSIX IPC objects or a broken stream; the cleanup report is read when the container is
+next acquired (idle containers are used oldest first), off the caller's path.
 
 It does NOT guard against: kernel exploits beyond Docker's default seccomp profile; reading
 world-readable files of the image itself (it holds nothing secret); timing side channels; a
 compromised or remote engine; and the memory limit is inferred, not reported, when the
-cgroup OOM killer fires (a run killed by SIGKILL that this process did not send).
+cgroup OOM killer fires (a run killed by SIGKILL that nobody asked for).
 """
 
 from __future__ import annotations
 
-import io
+import base64
 import math
-import os
-import socket
-import subprocess
-import tarfile
 import time
 import uuid
 from typing import Any
 
 from verifiers.base import Execution, Limits, Sandbox
-from verifiers.docker_exec import ExecProcess, hijack
+from verifiers.docker_exec import Outcome, RunProcess, collect_run, settle, start
 from verifiers.docker_image import image_name
 from verifiers.docker_pool import SCRATCH, USER, Pool, Shape, Slot
-from verifiers.pipes import Pump, drain_until
 from verifiers.process_support import check_name, limit_from
 
 _PATH = "/usr/local/bin:/usr/bin:/bin"
 _SIGKILL_EXIT = 128 + 9
-_SETUP = f"rm -rf {SCRATCH}/r-*; exec tar -x -C {SCRATCH} -f -"
-# Prints "1" then at most $2 bytes of file $1 when it is a regular file; nothing otherwise.
-_READ = 'test -f "$1" && printf 1 && exec head -c "$2" -- "$1"'
+_FILES_TIMEOUT_S = 30.0
 
 
 class DockerProcess:
     """A started execution: ``popen`` (pipes, poll, wait), ``kill`` and ``close``."""
 
-    def __init__(self, popen: ExecProcess, pool: Pool, slot: Slot, run_dir: str) -> None:
+    def __init__(self, popen: RunProcess, pool: Pool, slot: Slot, run_dir: str) -> None:
         self.popen, self.pool, self.slot, self.scratch = popen, pool, slot, run_dir
         self.started = time.monotonic()
-        self.collect_fd: int | None = None
         self.limit_hit: str | None = None
         self._closed = False
 
@@ -55,26 +52,26 @@ class DockerProcess:
         self.popen.kill()
 
     def close(self) -> None:
-        """Stop the relay, clean the container and hand it back (or recycle it)."""
+        """Kill what is left and hand the container back; its cleanup is checked lazily."""
         if self._closed:
             return
         self._closed = True
-        try:
-            exited = not self.popen.killed and self.popen.poll() is not None
-        except Exception:
-            exited = False
+        strict = self.popen.poll() is not None and not self.popen.killed
         self.popen.close()
-        dirty = self.limit_hit is not None or self.popen.killed
-        self.pool.release(self.slot, self.scratch, dirty=dirty, strict=exited)
+        popen, hit = self.popen, self.limit_hit
+        self.pool.release(
+            self.slot, dirty=False, settle=lambda: hit is None and popen.finish(strict)
+        )
 
     def read_files(self, names: tuple[str, ...], cap: int) -> dict[str, bytes]:
-        """Regular files ``names`` of the run dir, each at most ``cap`` bytes (others left out)."""
-        found: dict[str, bytes] = {}
-        for name in names:
-            data = _get_file(self.pool.api, self.slot.container_id, f"{self.scratch}/{name}", cap)
-            if data is not None:
-                found[name] = data
-        return found
+        """Files collected at the end of the run (``collect`` given to ``spawn``), capped.
+
+        Call after the run ended (``popen.wait``); an unfinished run is killed first.
+        """
+        self.popen.kill()
+        self.popen.wait(10.0)
+        files = self.popen.outcome.files if self.popen.outcome else {}
+        return {n: d for n, d in files.items() if n in names and len(d) <= cap}
 
 
 class DockerSandbox(Sandbox):
@@ -114,6 +111,7 @@ class DockerSandbox(Sandbox):
             "user": USER,
             "weak": False,
             "filesystem_isolated": True,
+            "per_run_exec": False,
         }
 
     def close(self) -> None:
@@ -131,15 +129,43 @@ class DockerSandbox(Sandbox):
         """Write ``files`` into a fresh run dir, run ``command`` there, return what it did."""
         t0 = time.monotonic()
         try:
-            proc = self.spawn(files, command, limits)
+            slot, run_dir = self._prepare(files, collect, limits)
         except ValueError:
             raise
         except Exception as e:
             return Execution(None, b"", b"", 0.0, infra_error=f"sandbox start failed: {e}")
+        limit_hit: str | None = "infra"
         try:
-            return self._supervise(proc, limits, stdin, collect, t0)
+            request = self._request(run_dir, command, limits, collect, limits.max_output_bytes)
+            start(slot.server, request, stdin)
+            outcome, out, err, timed_out = collect_run(
+                slot.server,
+                t0 + limits.wall_s,
+                limits.max_output_bytes,
+                lambda: slot.server.send({"op": "kill"}),
+            )
+            limit_hit = _limit(outcome, out, err, timed_out, limits.max_output_bytes)
+        except Exception as e:
+            outcome = Outcome(error=f"{type(e).__name__}: {e}")
+            out, err = bytearray(), bytearray()
         finally:
-            proc.close()
+            ok = limit_hit is None and outcome.usable(strict=True)
+            self.pool.release(slot, dirty=not ok, settle=lambda: settle(slot.server))
+        if outcome.error is not None:
+            return Execution(
+                None, bytes(out), bytes(err), time.monotonic() - t0, infra_error=outcome.error
+            )
+        cap = limits.max_output_bytes
+        return Execution(
+            exit_code=None if limit_hit == "wall" else outcome.code,
+            stdout=bytes(out[:cap]),
+            stderr=bytes(err[:cap]),
+            duration_s=time.monotonic() - t0,
+            limit_hit=limit_hit,
+            stdout_truncated=len(out) > cap,
+            stderr_truncated=len(err) > cap,
+            files=outcome.files,
+        )
 
     def spawn(
         self,
@@ -151,100 +177,60 @@ class DockerSandbox(Sandbox):
         """Start ``command`` in a pooled container with piped stdin/stdout/stderr; don't wait.
 
         The caller owns the result and must call ``close()``; the wall limit is the caller's.
-        ``collect`` is accepted for interface parity; read files with ``read_files``.
+        ``collect`` files are read when the run ends (``read_files``).
         """
-        for name in (*files, *collect):
-            check_name(name)
-        slot = self.pool.acquire(self._shape(limits))
-        run_dir = f"{SCRATCH}/r-{uuid.uuid4().hex[:12]}"
-        api = self.pool.api
+        slot, run_dir = self._prepare(files, collect, limits)
         try:
-            _put_files(api, slot.container_id, _tar(run_dir[len(SCRATCH) + 1 :], files))
-            eid = api.exec_create(
-                slot.container_id,
-                [*_limit_prefix(limits), *command],
-                stdin=True,
-                user=USER,
-                workdir=run_dir,
-                environment={"PATH": _PATH, "HOME": run_dir, "TMPDIR": run_dir, "LANG": "C.UTF-8"},
-            )["Id"]
-            sock, prefix = hijack(api, eid)
+            start(slot.server, self._request(run_dir, command, limits, collect, None), None)
         except BaseException:
-            self.pool.release(slot, run_dir, dirty=True, strict=False)
+            self.pool.release(slot, dirty=True)
             raise
-        popen = ExecProcess(api, eid, sock, prefix, killer=lambda: self.pool.kill_all(slot))
-        return DockerProcess(popen, self.pool, slot, run_dir)
+        return DockerProcess(RunProcess(slot.server), self.pool, slot, run_dir)
 
     # ------------------------------------------------------------------ internals
     def _shape(self, limits: Limits) -> Shape:
         return Shape(limits.memory_mb, limits.scratch_mb, limits.max_processes, self.cpus)
 
-    def _supervise(
+    def _prepare(
+        self, files: dict[str, bytes | str], collect: tuple[str, ...], limits: Limits
+    ) -> tuple[Slot, str]:
+        """A container from the pool with a fresh run dir holding ``files``."""
+        for name in (*files, *collect):
+            check_name(name)
+        slot = self.pool.acquire(self._shape(limits))
+        run_dir = f"{SCRATCH}/r-{uuid.uuid4().hex[:12]}"
+        try:
+            encoded = {
+                n: base64.b64encode(c.encode() if isinstance(c, str) else c).decode()
+                for n, c in files.items()
+            }
+            slot.writer.send({"op": "files", "dir": run_dir, "files": encoded})
+            reply = slot.writer.recv_json(b"f", _FILES_TIMEOUT_S)
+            if not reply.get("ok"):
+                raise RuntimeError(f"could not write the run's files: {reply.get('error')}")
+        except BaseException:
+            self.pool.release(slot, dirty=True)
+            raise
+        return slot, run_dir
+
+    def _request(
         self,
-        proc: DockerProcess,
+        run_dir: str,
+        command: list[str],
         limits: Limits,
-        stdin: bytes,
         collect: tuple[str, ...],
-        t0: float,
-    ) -> Execution:
-        p = proc.popen
-        assert p.stdin and p.stdout and p.stderr
-        pump = Pump()
-        out = pump.add_reader(p.stdout.fileno(), limits.max_output_bytes)
-        err = pump.add_reader(p.stderr.fileno(), limits.max_output_bytes)
-        stdin_fd = os.dup(p.stdin.fileno())  # the pump owns (and closes) this copy
-        p.stdin.close()
-        pump.write(stdin_fd, stdin, close_when_done=True)
-        deadline = t0 + limits.wall_s
-        limit_hit: str | None = None
-        next_poll = time.monotonic() + 0.25
-        while True:
-            if out.overflow or err.overflow:
-                limit_hit = "output"
-                break
-            if out.eof and err.eof:
-                break
-            now = time.monotonic()
-            if now >= deadline:
-                limit_hit = "wall"
-                break
-            if now >= next_poll:  # exited while something else holds its pipes open
-                next_poll = now + 0.25
-                if p.poll() is not None:
-                    drain_until(pump, lambda: out.eof and err.eof, now + 0.2)
-                    break
-            pump.poll(min(deadline - now, 0.25))
-        code: int | None = None
-        if limit_hit is None:
-            try:
-                code = p.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                limit_hit = "wall"
-        if limit_hit is not None:
-            proc.kill()
-            try:
-                code = p.wait(timeout=5.0)
-            except subprocess.TimeoutExpired:
-                code = None
-        pump.close()
-        files = proc.read_files(collect, limits.max_file_bytes) if collect else {}
-        stderr = bytes(err.buf)
-        if limit_hit is None and code is not None:
-            if code == _SIGKILL_EXIT and not p.killed:
-                limit_hit = "memory"  # only the cgroup OOM killer sends SIGKILL unasked
-            else:
-                limit_hit = limit_from(code, stderr)
-        proc.limit_hit = limit_hit
-        return Execution(
-            exit_code=None if limit_hit == "wall" else code,
-            stdout=bytes(out.buf),
-            stderr=stderr,
-            duration_s=time.monotonic() - t0,
-            limit_hit=limit_hit,
-            stdout_truncated=out.overflow,
-            stderr_truncated=err.overflow,
-            files=files,
-        )
+        cap: int | None,
+    ) -> dict[str, Any]:
+        env = {"PATH": _PATH, "HOME": run_dir, "TMPDIR": run_dir, "LANG": "C.UTF-8"}
+        return {
+            "argv": list(command),
+            "env": env,
+            "cwd": run_dir,
+            "rlimits": _rlimits(limits),
+            "cap": cap,
+            "collect": list(collect),
+            "collect_cap": limits.max_file_bytes,
+        }
 
 
 # ---------------------------------------------------------------------- helpers
@@ -276,78 +262,26 @@ def _check_image(client: Any, image: str) -> None:
         )
 
 
-def _limit_prefix(limits: Limits) -> list[str]:
+def _limit(
+    outcome: Outcome, out: bytearray, err: bytearray, timed_out: bool, cap: int
+) -> str | None:
+    """The limit that stopped a run, from the host's clock, the caps and its exit status."""
+    if timed_out:
+        return "wall"
+    if len(out) > cap or len(err) > cap or outcome.limit == "output":
+        return "output"
+    if outcome.code == _SIGKILL_EXIT and not outcome.killed:
+        return "memory"  # only the cgroup OOM killer sends SIGKILL unasked
+    return None if outcome.code is None else limit_from(outcome.code, bytes(err))
+
+
+def _rlimits(limits: Limits) -> dict[str, list[int]]:
+    """The rlimits of one run (address space, CPU seconds, file size, no core dumps)."""
     mem = limits.memory_mb * 1024 * 1024
     cpu = max(1, math.ceil(limits.cpu_s))
-    return [
-        "prlimit",
-        f"--as={mem}",
-        f"--cpu={cpu}:{cpu + 1}",
-        f"--fsize={limits.max_file_bytes}",
-        "--core=0",
-        "--",
-    ]
-
-
-def _tar(run_dir: str, files: dict[str, bytes | str]) -> bytes:
-    """A tar of ``run_dir`` (root-owned, sticky, world-writable) holding read-only ``files``."""
-    buf = io.BytesIO()
-    now = time.time()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        dirs = {run_dir: 0o1777}
-        for name in files:
-            parts = name.split("/")[:-1]
-            for i in range(1, len(parts) + 1):
-                dirs.setdefault(f"{run_dir}/{'/'.join(parts[:i])}", 0o755)
-        for d, mode in dirs.items():
-            info = tarfile.TarInfo(d)
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, mode, now
-            tar.addfile(info)
-        for name, content in files.items():
-            data = content.encode() if isinstance(content, str) else content
-            info = tarfile.TarInfo(f"{run_dir}/{name}")
-            info.size, info.mode, info.mtime = len(data), 0o444, now
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-def _put_files(api: Any, cid: str, tar: bytes) -> None:
-    """Extract ``tar`` into the scratch tmpfs as root without capabilities (files stay root's).
-
-    ``put_archive`` cannot write into a tmpfs of a read-only container, so a short exec
-    streams the archive to ``tar`` over its stdin. It first removes earlier runs' dirs, whose
-    root-owned input files the unprivileged cleanup could not.
-    """
-    eid = api.exec_create(cid, ["sh", "-c", _SETUP], stdin=True, user="0:0")
-    sock, prefix = hijack(api, eid["Id"])
-    out = bytearray(prefix)
-    try:
-        sock.sendall(tar)
-        sock.shutdown(socket.SHUT_WR)
-        while chunk := sock.recv(65536):
-            out += chunk
-    finally:
-        sock.close()
-    deadline = time.monotonic() + 10.0
-    while (info := api.exec_inspect(eid["Id"])).get("Running") and time.monotonic() < deadline:
-        time.sleep(0.002)
-    if info.get("ExitCode") != 0:
-        text = bytes(out[8:]).decode(errors="replace").strip()[-300:]
-        raise RuntimeError(f"could not write the run's files ({info.get('ExitCode')}): {text}")
-
-
-def _get_file(api: Any, cid: str, path: str, cap: int) -> bytes | None:
-    """One regular file out of the container, or None if absent, not regular or over ``cap``.
-
-    ``get_archive`` cannot see the scratch tmpfs either, so an exec prints it.
-    """
-    try:
-        eid = api.exec_create(
-            cid, ["sh", "-c", _READ, "read", path, str(cap + 1)], user=USER, stderr=False
-        )
-        out = api.exec_start(eid["Id"])
-    except Exception:
-        return None
-    if not isinstance(out, bytes) or not out.startswith(b"1") or len(out) > cap + 1:
-        return None
-    return out[1:]
+    return {
+        "RLIMIT_AS": [mem, mem],
+        "RLIMIT_CPU": [cpu, cpu + 1],
+        "RLIMIT_FSIZE": [limits.max_file_bytes, limits.max_file_bytes],
+        "RLIMIT_CORE": [0, 0],
+    }

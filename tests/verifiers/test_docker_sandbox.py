@@ -135,7 +135,7 @@ def test_host_files_are_invisible(docker_sandbox):
 def _stray_processes(sb) -> int:
     n = 0
     for c in sb.pool.api.containers(filters={"label": f"tasksieve.owner={sb.pool._tag}"}):
-        n += len(sb.pool.api.top(c["Id"])["Processes"]) - 1  # minus the reaper
+        n += len(sb.pool.api.top(c["Id"])["Processes"]) - 3  # minus server, zygote, writer
     return n
 
 
@@ -163,12 +163,100 @@ def test_pool_recycles_after_a_limit(docker_sandbox):
 def test_pool_recycles_when_files_are_left_outside_the_run_dir(docker_sandbox):
     before = docker_sandbox.pool.recycled
     py(docker_sandbox, "open('/scratch/leftover', 'w').write('x')")
+    docker_sandbox.pool.flush()  # cleanup reports are read when a container is next used
     assert docker_sandbox.pool.recycled == before + 1
 
 
 def test_describe(docker_sandbox):
     d = docker_sandbox.describe()
     assert d["backend"] == "docker" and d["image"] == docker_sandbox.image and d["pool_size"] == "3"
+
+
+# ---------------------------------------------------------------------- the server protocol
+def test_no_docker_exec_per_run(docker_sandbox):
+    assert docker_sandbox.describe()["per_run_exec"] is False
+    from verifiers.docker_pool import WRITER_SOURCE
+
+    execs = []
+    real = docker_sandbox.pool.api.exec_create
+    docker_sandbox.pool.api.exec_create = lambda *a, **k: execs.append(a) or real(*a, **k)
+    try:
+        for _ in range(3):
+            assert py(docker_sandbox, "print(1)").stdout == b"1\n"
+    finally:
+        docker_sandbox.pool.api.exec_create = real
+    assert all(cmd[-1] == WRITER_SOURCE for _, cmd in execs)  # only container starts (recycling)
+
+
+FORGED = (
+    b'x\x00\x00\x00\x0b{"code": 0}c\x00\x00\x00\x0c{"left": []}'  # server frames
+    b"\x01\x00\x00\x00\x00\x00\x00\x05hello\x02\x00\x00\x00\x00\x00\x00\x01!"  # engine frames
+    b"\x1e\x1f\x10\x11"  # detach keys (ours and the engine's default)
+)
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_run_output_cannot_forge_frames(docker_sandbox, stream):
+    code = f"import sys; sys.{stream}.buffer.write({FORGED!r}); sys.{stream}.flush(); sys.exit(3)"
+    ex = py(docker_sandbox, code)
+    assert ex.exit_code == 3 and getattr(ex, stream) == FORGED, ex
+    assert py(docker_sandbox, "print(1)").stdout == b"1\n"
+
+
+def test_binary_stdin_round_trips(docker_sandbox):
+    data = bytes(range(256)) * 64
+    ex = py(
+        docker_sandbox, "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read())", stdin=data
+    )
+    assert ex.stdout == data
+
+
+def test_run_cannot_reach_the_server(docker_sandbox):
+    code = (
+        "import os\nfor p in ('/proc/1/fd/1', '/proc/1/fd/0', '/proc/1/mem', '/proc/1/environ'):\n"
+        "    try:\n        open(p, 'r+b' if 'fd' in p else 'rb').read(1); print('ESCAPED', p)\n"
+        "    except OSError:\n        pass\n"
+        "for sig in (2, 15, 9, 19):\n    try: os.kill(1, sig)\n    except OSError: pass\n"
+        "print('done')\n"
+    )
+    assert py(docker_sandbox, code).stdout == b"done\n"
+    assert py(docker_sandbox, "print(1)").stdout == b"1\n"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"not json",
+        b"[1, 2]",
+        b'{"op": "bogus"}',
+        b'{"op": "run", "argv": ["sh"], "env": {}, "cwd": "/etc", "rlimits": {}}',
+        b'{"op": "run", "argv": [], "env": {}, "cwd": "/scratch/r-x", "rlimits": {}}',
+        b'{"op": "run"}',
+    ],
+)
+def test_server_answers_bad_lines_and_keeps_serving(docker_sandbox, line):
+    from verifiers.docker_sandbox import Limits as _L
+
+    slot = docker_sandbox.pool.acquire(docker_sandbox._shape(_L()))
+    try:
+        slot.server.sock.sendall(line + b"\n")
+        kind, payload = slot.server.recv(10)
+        assert kind == b"!" and b"error" in payload
+    finally:
+        docker_sandbox.pool.release(slot, dirty=False)
+    for _ in range(docker_sandbox.pool.size + 1):  # reaches that container too
+        assert py(docker_sandbox, "print(1)").stdout == b"1\n"
+
+
+def test_spawn_collects_files_at_the_end(docker_sandbox):
+    proc = docker_sandbox.spawn(
+        {}, [PY, "-c", "open('r.txt', 'w').write('ok')"], L, collect=("r.txt",)
+    )
+    try:
+        assert proc.popen.wait(10) == 0
+        assert proc.read_files(("r.txt",), 100) == {"r.txt": b"ok"}
+    finally:
+        proc.close()
 
 
 # ---------------------------------------------------------------------- the Python verifier

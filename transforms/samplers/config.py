@@ -21,6 +21,7 @@ class SamplerConfig:
     batch_size: int = 4
     replay_path: str | None = None
     cache_dir: str | None = None
+    stop_after_code: bool = True  # end a sample once its fenced code block is closed
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
