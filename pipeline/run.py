@@ -126,6 +126,26 @@ def summarise(root: Path) -> tuple[dict[str, int], dict[str, int], dict[str, int
     return counts, dict(sorted(reasons.items())), dict(sorted(hist.items())), outputs
 
 
+def check_no_double_counting(root: Path) -> None:
+    """Kept ids are unique and none is also rejected after Validate (which makes ids unique)."""
+    kept = _column(_files(root, "tasks"), "id")
+    rej_files = _files(root, "rejected")
+    rejected = {
+        rid
+        for rid, reason in zip(
+            _column(rej_files, "record_id"), _column(rej_files, "reason"), strict=True
+        )
+        if rid and not reason.startswith("validate.")
+    }
+    dup = {i for i, n in Counter(kept).items() if n > 1}
+    both = set(kept) & rejected
+    if dup or both:
+        raise ConservationError(
+            f"records counted twice: kept more than once {sorted(dup)[:5]}, "
+            f"kept and rejected {sorted(both)[:5]}"
+        )
+
+
 def publish(staging: Path, out: Path, run_id: str) -> None:
     """Move the finished staging directory into place, replacing an earlier run."""
     old = out.parent / f".{out.name}.old-{run_id}"
@@ -194,6 +214,7 @@ def curate(cfg: CurateConfig) -> CurateResult:
             raise ConservationError(
                 f"input {n_in} != kept {counts['kept']} + rejected {counts['rejected']}"
             )
+        check_no_double_counting(staging)
         manifest = Manifest(
             run_id=run_id,
             created_at=started,
@@ -212,9 +233,11 @@ def curate(cfg: CurateConfig) -> CurateResult:
             outputs=outputs,
         )
         if cfg.dedup.index_path:
-            manifest.counts["indexed"] = add_to_dedup_index(cfg, staging, run_id)
+            manifest.counts["indexed"] = counts["kept"]
         (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
         publish(staging, out, run_id)
+        if cfg.dedup.index_path:  # only a published run feeds the index
+            add_to_dedup_index(cfg, out, run_id)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

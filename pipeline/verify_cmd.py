@@ -10,7 +10,7 @@ from pathlib import Path
 from schemas import TaskRecord
 from schemas.validation import validate_record
 from transforms.sources import InputError, iter_source_records
-from verifiers import UnsupportedFamily
+from verifiers import SandboxUnavailable, UnsupportedFamily
 from verifiers.registry import get_verifier, make_sandbox
 
 
@@ -22,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "verify",
         help="run one solution against one task, print the verdict as JSON",
-        description="Exit 0 when the verdict is pass, 1 when not, 2 for usage errors.",
+        description="Exit 0 when the verdict is pass, 1 when it is fail/error/timeout, "
+        "2 for usage errors, 3 when the environment broke (infra_error).",
     )
     p.add_argument("--task", required=True, help="task file: JSON object, or JSONL/Parquet")
     p.add_argument("--task-id", help="which task of a multi-record file")
@@ -66,8 +67,18 @@ def run(args: argparse.Namespace) -> int:
             verdict = get_verifier(task.family, sandbox).verify(task, solution)
         finally:
             sandbox.close()
-    except (UsageError, InputError, UnsupportedFamily, UnicodeDecodeError, ValueError) as exc:
+    except (
+        UsageError,
+        InputError,
+        UnsupportedFamily,
+        SandboxUnavailable,
+        UnicodeDecodeError,
+        ValueError,
+        OSError,
+    ) as exc:
         print(f"tasksieve verify: error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"task_id": task.id, **verdict.model_dump()}, indent=2))
+    if verdict.status == "infra_error":
+        return 3
     return 0 if verdict.passed else 1

@@ -68,6 +68,7 @@ class GateResult(_Rec):
     gate: str
     passed: bool
     detail: str = ""
+    duration_s: float = Field(default=0.0, description="Slowest run of the gate (seconds).")
 
 
 class Finding(_Rec):

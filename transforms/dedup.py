@@ -354,7 +354,6 @@ class NearDedup(beam.PTransform):
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         cfg = self.cfg
         if not cfg.enabled:
-            count("near_dedup.disabled", 0)
             return {"ok": items, REJECTED: items | "NoRejections" >> beam.FlatMap(lambda _: [])}
         docs = (
             items

@@ -68,6 +68,7 @@ def run_gates(item: Item, verifier: Verifier, cfg: GatesConfig) -> tuple[list[Ga
             gate="reference_passes",
             passed=passes == len(outcomes),
             detail=f"{passes}/{len(outcomes)} runs passed" + (f"; {detail}" if detail else ""),
+            duration_s=max(v.duration_s for v in outcomes),
         )
     )
     if infra:
@@ -78,6 +79,9 @@ def run_gates(item: Item, verifier: Verifier, cfg: GatesConfig) -> tuple[list[Ga
         return results, "gate.reference_flaky"
     for trivial in verifier.trivial_solutions(task):
         v = verifier.verify(task, trivial)
+        if v.status == "infra_error":
+            results.append(GateResult(gate="trivial_fails", passed=False, detail=v.detail[:300]))
+            return results, "gate.infra_error"
         if v.passed:
             shown = trivial.strip().splitlines()[0] if trivial.strip() else "<empty>"
             results.append(GateResult(gate="trivial_fails", passed=False, detail=shown[:200]))
@@ -136,7 +140,8 @@ class GatesFn(beam.DoFn):
             )
             return
         count("gates.passed")
-        yield replace(item, gates=[*item.gates, *results])
+        ref_s = next((g.duration_s for g in results if g.gate == "reference_passes"), None)
+        yield replace(item, gates=[*item.gates, *results], reference_s=ref_s)
 
 
 class Gates(beam.PTransform):

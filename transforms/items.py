@@ -23,6 +23,7 @@ class Item:
     raw: str = ""
     findings: list[Finding] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
+    reference_s: float | None = None  # the reference's measured runtime (set by the gates)
 
     @property
     def id(self) -> str:

@@ -77,6 +77,8 @@ def _pair(kv: tuple[str, dict[str, Iterable[Any]]]) -> tuple[Item, Samples]:
     groups = kv[1]
     (item,) = list(groups["item"])
     got = list(groups["samples"])
+    if not got:  # the sampler dropped the task: Verify rejects it as rollouts.no_samples
+        return item, Samples(item.id, [], "", "none")
     return item, got[0]
 
 
@@ -131,6 +133,8 @@ class VerifyFn(beam.DoFn):
                 )
             )
             return
+        if item.reference_s:
+            verifier.calibrate(task, item.reference_s)
         entry = sample_request(item).entry_point
         solutions = [extract_solution(c, task.family, entry) for c in samples.completions]
         verdicts: list[Verdict] = list(self.pool.map(lambda s: verifier.verify(task, s), solutions))

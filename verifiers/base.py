@@ -77,6 +77,10 @@ class Sandbox(abc.ABC):
         return None
 
 
+class SandboxUnavailable(RuntimeError):
+    """The requested sandbox cannot run here (no isolation, no engine, no image); says how."""
+
+
 class UnsupportedFamily(Exception):
     """Raised when no verifier exists for a task family."""
 
@@ -99,6 +103,13 @@ class Verifier(abc.ABC):
 
     def close(self) -> None:
         """Stop any warm workers this verifier holds; the default holds none."""
+        return None
+
+    def calibrate(self, task: TaskRecord, reference_s: float) -> None:
+        """Learn the reference solution's runtime measured elsewhere (e.g. on another worker).
+
+        Verifiers whose time limits scale with the reference use it; the default ignores it.
+        """
         return None
 
     def trivial_solutions(self, task: TaskRecord) -> list[str]:

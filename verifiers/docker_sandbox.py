@@ -27,7 +27,7 @@ import time
 import uuid
 from typing import Any
 
-from verifiers.base import Execution, Limits, Sandbox
+from verifiers.base import Execution, Limits, Sandbox, SandboxUnavailable
 from verifiers.docker_exec import Outcome, RunProcess, collect_run, settle, start
 from verifiers.docker_image import image_name
 from verifiers.docker_pool import SCRATCH, USER, Pool, Shape, Slot
@@ -245,7 +245,7 @@ def _connect() -> Any:
         client = docker.from_env()
         client.ping()
     except Exception as e:
-        raise RuntimeError(
+        raise SandboxUnavailable(
             f"no Docker engine reachable ({type(e).__name__}: {e}); start dockerd "
             "(or set DOCKER_HOST), then run `tasksieve sandbox build-image`"
         ) from e
@@ -256,7 +256,7 @@ def _check_image(client: Any, image: str) -> None:
     from verifiers.docker_image import image_exists
 
     if not image_exists(client, image):
-        raise RuntimeError(
+        raise SandboxUnavailable(
             f"sandbox image {image!r} not found; run `tasksieve sandbox build-image` "
             "(or pull an image with python3 and set TASKSIEVE_SANDBOX_IMAGE)"
         )

@@ -8,8 +8,8 @@ read-only inside. Run as root, the command drops to a per-run unprivileged uid (
 applies and root-only files stay closed); unprivileged, it runs as the caller's uid mapped into
 a fresh user namespace. A wall-clock kill takes down the whole pid namespace.
 
-It does NOT guard against: kernel exploits (no seccomp filter); memory or CPU summed over
-processes (RLIMITs are per process, so the worst case is ``max_processes`` times the limit
+It does NOT guard against: kernel exploits (the seccomp filter is a deny list of dangerous
+calls, see seccomp.py, not an allow list); memory or CPU summed over processes (RLIMITs are per process, so the worst case is ``max_processes`` times the limit
 until the wall clock fires); reading world-readable files under the bound system dirs; timing
 side channels. The ``unshare`` fallback isolates network, pids, ipc and uts but NOT the
 filesystem (host files readable by the run's uid are visible; scratch size is not bounded).
@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifiers.base import Execution, Limits, Sandbox
+from verifiers.base import Execution, Limits, Sandbox, SandboxUnavailable
 from verifiers.forkserver import UIDS, ForkedProcess, ForkServer, start_run
 from verifiers.forkserver_pair import PairProcess, start_pair
 from verifiers.launchers import COLLECTOR, RLIMIT_LAUNCHER
@@ -524,9 +524,10 @@ class ProcessSandbox(Sandbox):
             reasons.append(f"{method}: {why}")
         if isolation == "auto" and self.allow_weak_isolation:
             return "none"
-        raise RuntimeError(
+        raise SandboxUnavailable(
             "no namespace isolation works here (" + "; ".join(reasons) + "). Install bubblewrap "
-            "and allow user namespaces, or pass allow_weak_isolation=True for rlimits only."
+            "and allow user namespaces, or accept rlimits only with --allow-weak-isolation "
+            "(allow_weak_isolation=True)."
         )
 
     def _probe(self, method: str) -> str | None:

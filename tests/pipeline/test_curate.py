@@ -175,3 +175,43 @@ def test_bad_band_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture
     code = _curate(tmp_path / "o", "--too-hard", "0.9", "--too-easy", "0.2")
     assert code == 2
     assert "too_hard < too_easy" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--smaples=8"], "--smaples"),
+        (["--too_easy=0.9"], "--too_easy"),
+    ],
+)
+def test_mistyped_flags_are_refused_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert _curate(tmp_path / "o", *extra) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_replay_file_is_a_clean_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "curate",
+            "--input",
+            str(EXAMPLES),
+            "--output",
+            str(tmp_path / "o"),
+            "--sampler",
+            "replay",
+            "--replay",
+            str(tmp_path / "none.jsonl"),
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "none.jsonl" in err and "Traceback" not in err
+
+
+def test_beam_pipeline_options_pass_through(tmp_path: Path) -> None:
+    assert _curate(tmp_path / "o", "--direct_num_workers=1") == 0
