@@ -9,8 +9,9 @@ applies and root-only files stay closed); unprivileged, it runs as the caller's 
 a fresh user namespace. A wall-clock kill takes down the whole pid namespace.
 
 It does NOT guard against: kernel exploits (the seccomp filter is a deny list of dangerous
-calls, see seccomp.py, not an allow list); memory or CPU summed over processes (RLIMITs are per process, so the worst case is ``max_processes`` times the limit
-until the wall clock fires); reading world-readable files under the bound system dirs; timing
+calls, see seccomp.py, not an allow list); memory or CPU summed over processes (RLIMITs are
+per process, so the worst case is ``max_processes`` times the limit until the wall clock
+fires); reading world-readable files under the bound system dirs; timing
 side channels. The ``unshare`` fallback isolates network, pids, ipc and uts but NOT the
 filesystem (host files readable by the run's uid are visible; scratch size is not bounded).
 Weak mode (``allow_weak_isolation``) applies rlimits only: no network or pid isolation, and a
