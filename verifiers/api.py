@@ -43,6 +43,7 @@ from schemas import ApiSpec, CheckResult, TaskRecord, Verdict, VerdictStatus
 from verifiers import api_harness
 from verifiers.base import Limits, Sandbox, Verifier
 from verifiers.process import base_python
+from verifiers.process_support import sandbox_site_paths
 
 HARNESS_SOURCE = Path(api_harness.__file__).read_text(encoding="utf-8")
 HARNESS_MEMORY_MB = 2048
@@ -63,7 +64,11 @@ class ApiOutcome:
 
 
 def site_paths() -> list[str]:
-    """Where boto3/moto live (the venv's site-packages); the sandbox must show them read-only."""
+    """Where boto3/moto live inside the process sandbox (this venv's site-packages, bound
+    read-only at a fixed path); outside a virtualenv the interpreter's own paths."""
+    inside = sandbox_site_paths()
+    if inside:
+        return inside
     paths = sysconfig.get_paths()
     return list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
 

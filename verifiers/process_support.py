@@ -105,6 +105,23 @@ def infra_error(code: int, stderr: bytes, method: str) -> str | None:
     return None
 
 
+SANDBOX_SITE = "/.tasksieve/site"  # where a virtualenv's site-packages appear in the sandbox
+
+
+def venv_site_paths() -> list[str]:
+    """The host virtualenv's site-packages dirs (empty outside a virtualenv)."""
+    if sys.prefix == sys.base_prefix:
+        return []
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys(os.path.realpath(paths[k]) for k in ("purelib", "platlib")))
+
+
+def sandbox_site_paths() -> list[str]:
+    """Where ``venv_site_paths()`` are bound inside the sandbox (a fixed path, so a venv that
+    lives under a directory the sandbox replaces, such as /tmp, still shows)."""
+    return [f"{SANDBOX_SITE}/{i}" for i in range(len(venv_site_paths()))]
+
+
 def bind_args(python: str, system_dirs: tuple[str, ...]) -> list[str]:
     """bwrap arguments binding the system dirs and ``python``'s prefix read-only."""
     args: list[str] = []
@@ -116,17 +133,19 @@ def bind_args(python: str, system_dirs: tuple[str, ...]) -> list[str]:
             args += ["--ro-bind", d, d]
             bound.append(d)
     prefix = os.path.realpath(sys.base_prefix)
-    extras = [prefix, os.path.dirname(python)]
-    if sys.prefix != sys.base_prefix:  # a virtualenv: its packages, read-only (API harness)
-        paths = sysconfig.get_paths()
-        extras += sorted({os.path.realpath(paths["purelib"]), os.path.realpath(paths["platlib"])})
-    for extra in extras:
+    for extra in (prefix, os.path.dirname(python)):
         if not any(extra == b or extra.startswith(b + "/") for b in bound):
             parents = extra.split("/")[1:-1]
             for i in range(1, len(parents) + 1):  # traversable, but empty, parents
                 args += ["--perms", "0755", "--dir", "/" + "/".join(parents[:i])]
             args += ["--ro-bind", extra, extra]
             bound.append(extra)
+    site = venv_site_paths()  # a virtualenv's packages, read-only (the API harness needs them)
+    if site:
+        args += ["--perms", "0755", "--dir", os.path.dirname(SANDBOX_SITE)]
+        args += ["--perms", "0755", "--dir", SANDBOX_SITE]
+        for src, dest in zip(site, sandbox_site_paths(), strict=True):
+            args += ["--ro-bind", src, dest]
     if os.path.exists("/etc/ld.so.cache"):
         args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     return args

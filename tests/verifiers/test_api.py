@@ -13,7 +13,6 @@ import pytest
 from schemas import ApiSpec, TaskRecord
 from transforms.samplers import extract_solution
 from verifiers import api as api_mod
-from verifiers import process as process_mod
 from verifiers.api import ApiVerifier, compare, site_paths
 from verifiers.base import Limits
 from verifiers.process import ProcessSandbox
@@ -37,17 +36,6 @@ REPLAY_PASSES = {  # examples/README.md, "replay passes (of 4)"
 }
 
 
-def _site_binds() -> list[str]:
-    """bwrap arguments showing the venv's site-packages read-only (with traversable parents)."""
-    args: list[str] = []
-    for sp in site_paths():
-        parts = sp.split("/")[1:-1]
-        for i in range(1, len(parts) + 1):
-            args += ["--perms", "0755", "--dir", "/" + "/".join(parts[:i])]
-        args += ["--ro-bind", sp, sp]
-    return args
-
-
 def _sees_site(sb: ProcessSandbox) -> bool:
     probe = f"import os; print(all(os.path.isdir(p) for p in {site_paths()!r}))"
     ex = sb.run({}, [sb.python, "-I", "-S", "-c", probe], Limits(wall_s=20, cpu_s=10))
@@ -57,15 +45,14 @@ def _sees_site(sb: ProcessSandbox) -> bool:
 @pytest.fixture(scope="module")
 def api_verifier() -> Iterator[ApiVerifier]:
     sb = ProcessSandbox()
-    if sb.method == "bwrap" and not _sees_site(sb):
-        # Stopgap until ProcessSandbox binds the venv's site-packages itself.
-        sb.close()
-        orig = process_mod.bind_args
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(process_mod, "bind_args", lambda *a: orig(*a) + _site_binds())
-            sb = ProcessSandbox()
     yield ApiVerifier(sb)
     sb.close()
+
+
+def test_sandbox_shows_the_venv_packages(api_verifier: ApiVerifier) -> None:
+    sb = api_verifier.sandbox
+    assert isinstance(sb, ProcessSandbox)
+    assert _sees_site(sb)
 
 
 def _task(verifier: dict[str, Any], tid: str = "api.test") -> TaskRecord:
