@@ -1,0 +1,1 @@
+SELECT count(*) FROM read_csv('/etc/passwd', header = false, sep = ':')
