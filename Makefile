@@ -37,7 +37,9 @@ schemas: setup
 	$(PY) -m schemas.export
 
 bench: setup
-	$(PY) benchmarks/pipeline_throughput.py
+	$(PY) -m benchmarks.sandbox_throughput --rounds 3 --workers 4
+	$(PY) -m benchmarks.dedup --docs 20000 --mem-docs 10000 --repeat 3
+	$(PY) -m benchmarks.sql_throughput --n 240
 
 clean:
 	rm -rf $(OUT) .mypy_cache .ruff_cache .pytest_cache
