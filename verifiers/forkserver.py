@@ -331,7 +331,7 @@ def start_run(
             collect_r, theirs["collect"] = os.pipe()
             mine.append(collect_r)
         else:
-            theirs["collect"] = os.dup(theirs["payload"])  # a placeholder the server closes
+            theirs["collect"] = os.dup(theirs["payload"])  # a stand-in fd the server closes
         order = ("stdin", "stdout", "stderr", "status", "collect", "payload")
         server.submit([theirs[k] for k in order], collect)
     except BaseException:

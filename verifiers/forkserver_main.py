@@ -414,7 +414,7 @@ def serve(ctl: socket.socket, cfg: dict[str, Any]) -> dict[str, Any]:
                     for f in fds:
                         os.close(f)
                     continue
-                if msg == b"n":  # no collect pipe: the host sent a placeholder
+                if msg == b"n":  # no collect pipe: the host sent a stand-in fd
                     os.close(fds[4])
                     fds[4] = -1
                 _ok(_libc.unshare(CLONE_NEWPID), "unshare pid")
