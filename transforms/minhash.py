@@ -1,10 +1,10 @@
 """Vectorised MinHash signatures, LSH banding chosen from a threshold, and candidate pairs.
 
-Signatures: each shingle's 64-bit hash is remixed and cut to 32 bits ``x``
-and permutation ``i`` is ``h_i(x) = a_i * x + b_i mod 2^32`` (``a_i`` odd, so a bijection);
-the signature is the minimum per permutation, computed for a batch of documents at once on a
-padded ``docs x shingles x perms`` uint32 array (a document is padded with its own first
-shingle, which leaves every minimum unchanged). Signatures are 4 bytes per permutation.
+Signatures: one-permutation MinHash. Each shingle's 64-bit hash ``x`` is multiplied by an odd
+seeded salt; its high bits choose one of ``num_perm`` bins and its low 32 bits are the value,
+and a bin keeps its minimum (one ``np.minimum.at`` over the batch). Empty bins are filled by
+optimal densification (shared seeded probe sequences), so the fraction of equal rows stays
+an unbiased estimate of Jaccard. Signatures are 4 bytes per bin.
 ``tests/transforms/test_minhash.py`` checks the estimate agrees with exact Jaccard and with
 datasketch within the binomial error of ``num_perm`` samples.
 
@@ -30,7 +30,6 @@ from transforms.textsim import mix64
 EMPTY = np.uint32(0xFFFFFFFF)
 _GOLD = np.uint64(0x9E3779B97F4A7C15)
 _LOW32 = np.uint64(0xFFFFFFFF)
-_MAX_CELLS = 1 << 31
 _MAX_PROBES = 4096
 _BATCH_PROBES = 8
 _BYTE_INDEX = np.uint64(0x0001020304050607)  # (1 << 8t) * this >> 56 == t
@@ -120,10 +119,14 @@ class MinHasher:
         self._salt = np.uint64(salts[0]) | np.uint64(1)
         self._probe_salt = np.uint64(salts[1])
         self._probes: list[np.ndarray] = []
+        self._stages: list[np.ndarray] = []
 
     def _bin(self, x: np.ndarray) -> np.ndarray:
         """Map uniform 64-bit values to bins ``0..num_perm-1`` by their high 32 bits."""
-        return ((x >> np.uint64(32)) * np.uint64(self.num_perm)) >> np.uint64(32)
+        k = self.num_perm
+        if k > 1 and k & (k - 1) == 0:  # the same value as the general formula, one shift
+            return x >> np.uint64(64 - k.bit_length() + 1)
+        return ((x >> np.uint64(32)) * np.uint64(k)) >> np.uint64(32)
 
     def _probe(self, attempt: int) -> np.ndarray:
         """The bin that each bin borrows from on a densification ``attempt`` (shared by docs)."""
@@ -132,6 +135,21 @@ class MinHasher:
             ids = np.arange(self.num_perm, dtype=np.uint64) + t
             self._probes.append(self._bin(mix64(ids ^ self._probe_salt)).astype(np.int64))
         return self._probes[attempt]
+
+    def _stage(self, s: int) -> np.ndarray:
+        """A ``num_perm x 8`` array: the bins each bin looks at in densification stage ``s``.
+
+        The bins looked at, in order, are the bin itself and then probes 0, 1, 2, ...;
+        stage ``s`` holds places ``8s`` to ``8s + 7`` of that sequence.
+        """
+        while len(self._stages) <= s:
+            t0 = 8 * len(self._stages)
+            cols = [
+                np.arange(self.num_perm, dtype=np.int64) if t == 0 else self._probe(t - 1)
+                for t in range(t0, t0 + _BATCH_PROBES)
+            ]
+            self._stages.append(np.stack(cols, axis=1))
+        return self._stages[s]
 
     def signatures(self, shingle_sets: Sequence[np.ndarray]) -> np.ndarray:
         """A ``len(shingle_sets) x num_perm`` uint32 array; an empty set gives all ``EMPTY``."""
@@ -145,66 +163,55 @@ class MinHasher:
         """Signatures of documents given as one flat hash array and each one's count."""
         n, k = counts.size, self.num_perm
         out = np.full((n, k), EMPTY, dtype=np.uint32)
-        per_chunk = max(1, _MAX_CELLS // k)
-        ends = np.cumsum(counts)
-        for d0 in range(0, n, per_chunk):
-            d1 = min(n, d0 + per_chunk)
-            lo, hi = int(ends[d0] - counts[d0]), int(ends[d1 - 1])
-            self._fill(out[d0:d1], flat[lo:hi], counts[d0:d1])
+        if flat.size:
+            x = flat * self._salt
+            cell = np.repeat(np.arange(n, dtype=np.int64) * k, counts)
+            cell += self._bin(x).astype(np.int64)
+            val = np.minimum(x.astype(np.uint32), EMPTY - np.uint32(1))
+            np.minimum.at(out.reshape(-1), cell, val)
         self._densify(out, counts > 0)
         return out
-
-    def _fill(self, out: np.ndarray, flat: np.ndarray, counts: np.ndarray) -> None:
-        """Minimum 32-bit value per (document, bin): one sort of ``cell << 32 | value``."""
-        if flat.size == 0:
-            return
-        x = flat * self._salt
-        cell = np.repeat(np.arange(counts.size, dtype=np.uint64), counts) * np.uint64(
-            self.num_perm
-        ) + self._bin(x)
-        val = np.minimum(x & _LOW32, np.uint64(EMPTY) - np.uint64(1))
-        key = np.sort((cell << np.uint64(32)) | val)
-        cells = key >> np.uint64(32)
-        first = np.flatnonzero(np.concatenate([[True], cells[1:] != cells[:-1]]))
-        out.reshape(-1)[cells[first].astype(np.int64)] = (key[first] & _LOW32).astype(np.uint32)
 
     def _densify(self, out: np.ndarray, live: np.ndarray) -> None:
         """Fill empty bins of non-empty documents from bins chosen by shared probes.
 
         Optimal densification: empty bin ``j`` takes the value of bin ``probe_t(j)`` for the
-        first attempt ``t`` whose bin was filled by the document's own shingles. The first
-        eight attempts are tested at once (one gather of eight flag bytes per bin, read as a
-        uint64 whose lowest set byte is the first hit); bins still empty probe on one by one.
+        first attempt ``t`` whose bin was filled by the document's own shingles. Eight places
+        of the sequence (bin itself, probe 0, probe 1, ...) are tested at once: one gather of
+        eight flag bytes per bin, read as a uint64 whose lowest set byte is the first hit.
+        Every bin takes part in the first stage (a filled bin finds itself); the bins still
+        empty go on, eight probes a stage, on their own.
         """
-        k = out.shape[1]
-        source = out.copy()
-        filled = source != EMPTY
-        need = ~filled & live[:, None]
-        first = self._first_probes()
-        word = np.take(filled, first.reshape(-1), axis=1).view(np.uint64)
-        low = word & (~word + np.uint64(1))
-        hit_at = ((low * _BYTE_INDEX) >> np.uint64(56)).astype(np.intp)
-        src = first.reshape(-1)[np.arange(k)[None, :] * _BATCH_PROBES + hit_at]
-        hit = word != 0
-        np.copyto(out, np.take_along_axis(source, src, axis=1), where=need & hit)
-        flat_out, flat_src, flat_filled = out.reshape(-1), source.reshape(-1), filled.reshape(-1)
-        todo = np.flatnonzero((need & ~hit).reshape(-1))
+        n, k = out.shape
+        if n == 0:
+            return
+        filled = out != EMPTY
+        cols = self._stage(0)
+        word = np.take(filled, cols.reshape(-1), axis=1).view(np.uint64)
+        at = ((word & (~word + np.uint64(1))) * _BYTE_INDEX) >> np.uint64(56)
+        src = cols.reshape(-1)[at.astype(np.intp) + self._row8(k)]
+        out[...] = np.take_along_axis(out, src, axis=1)
+        flat_out, flat_filled = out.reshape(-1), filled.reshape(-1)
+        todo = np.flatnonzero(((word == 0) & live[:, None]).reshape(-1))
         col = todo % k
         base = todo - col
-        attempt = _BATCH_PROBES
-        while todo.size and attempt < _MAX_PROBES:
-            at = base + self._probe(attempt)[col]
-            ok = flat_filled[at]
-            flat_out[todo[ok]] = flat_src[at[ok]]
-            miss = ~ok
+        stage = 1
+        while todo.size and _BATCH_PROBES * stage <= _MAX_PROBES:
+            cand = self._stage(stage)[col]
+            w = flat_filled[base[:, None] + cand].view(np.uint64).reshape(-1)
+            hit = w != 0
+            first = ((w[hit] & (~w[hit] + np.uint64(1))) * _BYTE_INDEX) >> np.uint64(56)
+            pick = cand[hit, first.astype(np.intp)]
+            flat_out[todo[hit]] = flat_out[base[hit] + pick]
+            miss = ~hit
             todo, base, col = todo[miss], base[miss], col[miss]
-            attempt += 1
+            stage += 1
         for cell, row in zip(todo.tolist(), base.tolist(), strict=True):
-            flat_out[cell] = flat_src[row + int(np.flatnonzero(flat_filled[row : row + k])[0])]
+            flat_out[cell] = flat_out[row + int(np.flatnonzero(flat_filled[row : row + k])[0])]
 
-    def _first_probes(self) -> np.ndarray:
-        """A ``num_perm x 8`` array: the bins each bin probes on attempts 0 to 7."""
-        return np.stack([self._probe(t) for t in range(_BATCH_PROBES)], axis=1)
+    @staticmethod
+    def _row8(k: int) -> np.ndarray:
+        return np.arange(k, dtype=np.intp) * _BATCH_PROBES
 
 
 def estimate(sig_a: np.ndarray, sig_b: np.ndarray) -> float:

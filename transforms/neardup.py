@@ -26,7 +26,7 @@ from transforms.minhash import EMPTY, Banding, MinHasher, band_keys, candidate_p
 from transforms.textsim import ShingleConfig, shingle_hashes
 
 INDEX_META = "index.json"
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 _PAIR_CHUNK = 1 << 12
 
 
@@ -55,9 +55,10 @@ def confirm_flat(
     """(pairs, Jaccard) of the candidates reaching ``threshold``, shingles given flat.
 
     Vectorised: each chunk of pairs sorts one uint64 array of ``pair << 52 | hash >> 13 << 1
-    | side``; sets may hold repeats. Two different hashes of one pair that agree on those 51
-    bits (chance ~2^-51 per pair of shingles) are detected and that pair is recomputed on
-    full hashes, so the result is exact Jaccard of the 64-bit shingle hashes.
+    | side``; sets may hold repeats. Two different hashes that agree on those 51 bits (chance
+    ~2^-51 per pair of shingles) are found by one sort of the shingles of every document in
+    a pair, and the pairs holding such a hash are recomputed on full hashes, so the result
+    is exact Jaccard of the 64-bit shingle hashes.
     """
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     starts = np.cumsum(counts) - counts
@@ -66,39 +67,65 @@ def confirm_flat(
         jac[c0 : c0 + _PAIR_CHUNK] = _jaccard_chunk(
             pairs[c0 : c0 + _PAIR_CHUNK], flat, starts, counts
         )
+    for p in _clashing_pairs(pairs, flat, starts, counts).tolist():
+        sa = set(flat[starts[pairs[p, 0]] : starts[pairs[p, 0]] + counts[pairs[p, 0]]].tolist())
+        sb = set(flat[starts[pairs[p, 1]] : starts[pairs[p, 1]] + counts[pairs[p, 1]]].tolist())
+        union_p = len(sa | sb)
+        jac[p] = len(sa & sb) / union_p if union_p else 1.0
     ok = jac >= threshold
     return pairs[ok], jac[ok]
+
+
+def _gather(
+    docs: np.ndarray, flat: np.ndarray, starts: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The shingles of ``docs`` one after another, and how many each has."""
+    lens = counts[docs]
+    return flat[
+        np.repeat(starts[docs] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+    ], lens
+
+
+def _clashing_pairs(
+    pairs: np.ndarray, flat: np.ndarray, starts: np.ndarray, counts: np.ndarray
+) -> np.ndarray:
+    """Indices of the pairs holding two different hashes equal in their top 51 bits."""
+    if len(pairs) == 0:
+        return np.zeros(0, dtype=np.int64)
+    docs = np.flatnonzero(np.bincount(pairs.reshape(-1), minlength=counts.size))
+    vals = np.sort(_gather(docs, flat, starts, counts)[0])
+    near = (vals[1:] != vals[:-1]) & ((vals[1:] >> np.uint64(13)) == (vals[:-1] >> np.uint64(13)))
+    if not near.any():
+        return np.zeros(0, dtype=np.int64)
+    bad = np.unique(vals[1:][near] >> np.uint64(13))
+    doc_vals, lens = _gather(docs, flat, starts, counts)
+    hit = np.isin(doc_vals >> np.uint64(13), bad)
+    bad_docs = docs[np.repeat(np.arange(docs.size), lens)[hit]]
+    return np.flatnonzero(np.isin(pairs, bad_docs).any(axis=1))
 
 
 def _jaccard_chunk(
     pairs: np.ndarray, flat: np.ndarray, starts: np.ndarray, counts: np.ndarray
 ) -> np.ndarray:
-    """Exact Jaccard of each pair in a chunk of at most ``_PAIR_CHUNK`` pairs."""
+    """Jaccard on 51-bit hash prefixes of each pair in a chunk of at most ``_PAIR_CHUNK``."""
     m = len(pairs)
-    side_docs = pairs.T.reshape(-1)
-    lens = counts[side_docs]
-    vals = flat[np.repeat(starts[side_docs] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())]
+    vals, lens = _gather(pairs.T.reshape(-1), flat, starts, counts)
     ids = np.arange(m, dtype=np.uint64) << np.uint64(52)
-    tag = np.repeat(np.concatenate([ids, ids | np.uint64(1)]), lens)
-    key = tag | ((vals >> np.uint64(13)) << np.uint64(1))
-    order = np.argsort(key)
-    key, vals = key[order], vals[order]
+    key = np.repeat(np.concatenate([ids, ids | np.uint64(1)]), lens)
+    key |= (vals >> np.uint64(13)) << np.uint64(1)
+    key.sort()
     body = key >> np.uint64(1)
-    new = np.concatenate([[True], body[1:] != body[:-1]])
-    run = np.flatnonzero(new)
-    both = (key[run] & np.uint64(1)) == 0
-    both &= np.maximum.reduceat(key & np.uint64(1), run) == 1
-    run_pair = (body[run] >> np.uint64(51)).astype(np.int64)
+    new = np.empty(key.size + 1, dtype=bool)
+    new[0] = new[-1] = True
+    np.not_equal(body[1:], body[:-1], out=new[1:-1])
+    bounds = np.flatnonzero(new)
+    run, last = bounds[:-1], bounds[1:] - 1
+    # a run holds one side-0 entry first and a side-1 entry last iff both sets have the hash
+    both = (key[run] & np.uint64(1)) < (key[last] & np.uint64(1))
+    run_pair = (body[run] >> np.uint64(51)).astype(np.intp)
     union = np.bincount(run_pair, minlength=m)
-    inter = np.bincount(run_pair, weights=both, minlength=m)
-    out = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
-    clash = ~new[1:] & (vals[1:] != vals[:-1])
-    for p in np.unique(body[1:][clash] >> np.uint64(51)).astype(np.int64).tolist():
-        sa = set(flat[starts[pairs[p, 0]] : starts[pairs[p, 0]] + counts[pairs[p, 0]]].tolist())
-        sb = set(flat[starts[pairs[p, 1]] : starts[pairs[p, 1]] + counts[pairs[p, 1]]].tolist())
-        union_p = len(sa | sb)
-        out[p] = len(sa & sb) / union_p if union_p else 1.0
-    return out
+    inter = np.bincount(run_pair[both], minlength=m)
+    return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
 
 
 def components(n: int, edges: Sequence[Edge]) -> list[int]:

@@ -5,7 +5,7 @@ or character n-grams), and shingles become 64-bit hashes (``shingle_hashes``, ve
 a batch with numpy). ``shingles`` returns the same shingles as strings, for tests, ground truth
 and small sets. Normalisation folds case and whitespace, can drop comments (``#``, ``//`` and
 ``--`` that start a line or follow a space) and triple-quoted docstrings, and can replace
-code identifiers with one placeholder so renamed variables and functions still match.
+code identifiers with one marker token so renamed variables and functions still match.
 
 Not guarded against: identifier detection is lexical (names that are called, defined with
 ``def``/``class``, parameters of a ``def``, assigned at a line start, ``for`` targets, or
@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 KINDS = ("word", "code", "char")
 ID_TOKEN = "\x00id"
@@ -162,65 +160,57 @@ def _token_ids(toks: list[str]) -> list[int]:
 
 
 def _translation(lowercase: bool) -> bytes:
-    table = bytearray(b" " * 256)
+    table = bytearray(256)
     for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_":
         table[c] = c + 32 if lowercase and 65 <= c <= 90 else c
-    table[_SEP] = _SEP
     return bytes(table)
 
 
-_SEP = 0xFF  # never occurs in UTF-8, so it can separate the documents of a batch
 _TRANSLATE = {True: _translation(True), False: _translation(False)}
-_POS_WEIGHTS = mix64(np.arange(256, dtype=np.uint64) + np.uint64(12345)) | np.uint64(1)
+_PAD = bytes(16)
+_BYTE_MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+_CHUNK_WEIGHTS = mix64(np.arange(64, dtype=np.uint64) + np.uint64(12345)) | np.uint64(1)
 _GRAM_WEIGHTS = mix64(np.arange(64, dtype=np.uint64) + np.uint64(777)) | np.uint64(1)
 
 
-def _string_hashes(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """64-bit hash of each byte string ``data[offsets[i]:offsets[i+1]]`` (non-empty ones).
-
-    A string hashes as ``mix(sum_j W[j mod 256] * (byte_j + 1) ^ length)`` with random odd
-    weights ``W``; equal strings hash equally, unequal ones collide with probability ~2^-56.
-    """
-    lens = np.diff(offsets)
-    out = np.zeros(lens.size, dtype=np.uint64)
-    live = np.flatnonzero(lens > 0)
-    if live.size == 0:
-        return out
-    starts, ll = offsets[:-1][live], lens[live]
-    first = np.cumsum(ll) - ll
-    pos = np.arange(int(ll.sum())) - np.repeat(first, ll)
-    vals = _POS_WEIGHTS[pos & 255] * (data[np.repeat(starts, ll) + pos].astype(np.uint64) + 1)
-    out[live] = mix64(np.add.reduceat(vals, first) ^ ll.astype(np.uint64))
-    return out
-
-
-def _arrow_bytes(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(data bytes, offsets) of an Arrow string array, offsets rebased to its slice."""
-    width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=width)[arr.offset : arr.offset + len(arr) + 1]
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return data, offsets.astype(np.int64)
+def _chunk_weight(c: int) -> np.uint64:
+    if c < _CHUNK_WEIGHTS.size:
+        return np.uint64(_CHUNK_WEIGHTS[c])
+    return np.uint64(mix64(np.array([c + 12345], dtype=np.uint64))[0] | np.uint64(1))
 
 
 def _word_ids_vectorised(texts: Sequence[str], lowercase: bool) -> tuple[np.ndarray, np.ndarray]:
     """Token hashes of ``[A-Za-z0-9_]+`` runs for a batch (flat) and tokens per document.
 
-    One C pass maps the joined batch to lowercase words and spaces (``bytes.translate``),
-    Arrow splits and dictionary-encodes the tokens, and only the distinct tokens are hashed.
+    One C pass maps the joined batch to (lowercased) word bytes and zero bytes
+    (``bytes.translate``); tokens are the runs of non-zero bytes, found with numpy. A token
+    hashes as ``mix(sum_c W[c] * chunk_c ^ length)`` over its little-endian 8-byte chunks
+    (read straight from the buffer and masked to the token), with random odd weights ``W``:
+    tokens of up to 8 bytes never collide, longer unequal ones with probability ~2^-60.
     """
-    joined = bytes([_SEP]).join([t.encode("utf-8", "surrogatepass") for t in texts])
-    docs = joined.translate(_TRANSLATE[lowercase]).split(bytes([_SEP]))
-    split = pc.ascii_split_whitespace(pa.array(docs, pa.large_string()))
-    enc = pc.dictionary_encode(pc.list_flatten(split))
-    data, offsets = _arrow_bytes(enc.dictionary)
-    dict_hash = _string_hashes(data, offsets)
-    idx = enc.indices.to_numpy(zero_copy_only=False)
-    per_doc = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
-    keep = (np.diff(offsets) > 0)[idx]
-    doc = np.repeat(np.arange(len(texts)), per_doc)
-    counts = np.bincount(doc[keep], minlength=len(texts)).astype(np.int64)
-    return dict_hash[idx[keep]], counts
+    encoded = [t.encode("utf-8", "surrogatepass") for t in texts]
+    sizes = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)) + 1
+    # a zero byte before every document and 16 after the last: no token touches the ends
+    raw = b"\x00".join([b"", *encoded, _PAD]).translate(_TRANSLATE[lowercase])
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    word = buf != 0
+    edges = np.flatnonzero(word[1:] != word[:-1]) + 1
+    starts, ends = edges[0::2], edges[1::2]
+    lens = ends - starts
+    doc_starts = np.cumsum(sizes) - sizes
+    counts = np.diff(np.searchsorted(starts, doc_starts), append=starts.size).astype(np.int64)
+    chunks = np.ndarray((buf.size - 7,), dtype="<u8", buffer=raw, strides=(1,))
+    h = (chunks[starts] & _BYTE_MASKS[np.minimum(lens, 8)]) * _CHUNK_WEIGHTS[0]
+    long = np.flatnonzero(lens > 8)
+    c = 1
+    while long.size:
+        rest = lens[long] - 8 * c
+        at = starts[long] + 8 * c
+        part = chunks[at] & _BYTE_MASKS[np.minimum(rest, 8)]
+        h[long] += part * _chunk_weight(c)
+        long = long[rest > 8]
+        c += 1
+    return mix64(h ^ lens.astype(np.uint64)), counts
 
 
 def _combine(units: np.ndarray, k: int) -> np.ndarray:
@@ -263,22 +253,23 @@ def shingle_hashes_flat(
     k = cfg.size
     if lens.size == 0:
         return np.zeros(0, dtype=np.uint64), lens
-    ends = np.cumsum(lens)
-    starts = ends - lens
-    h = _combine(flat, k) if flat.size >= k else np.zeros(0, dtype=np.uint64)
-    keep = np.zeros(flat.size, dtype=bool)
-    full = lens >= k
-    keep_n = np.where(full, lens - k + 1, 0)
-    keep[np.repeat(starts, keep_n) + _ragged_arange(keep_n)] = True
-    short = np.flatnonzero((lens > 0) & ~full)
-    if short.size:
-        h = np.concatenate([h, np.zeros(flat.size - h.size, dtype=np.uint64)])
-        for d in short.tolist():
-            s, n = int(starts[d]), int(lens[d])
-            h[s] = _combine(flat[s : s + n], n)[0]
-            keep[s] = True
-    counts = np.where(full, keep_n, (lens > 0).astype(np.int64))
-    return h[keep[: h.size]], counts
+    starts = np.cumsum(lens) - lens
+    h = np.zeros(flat.size, dtype=np.uint64)
+    if flat.size >= k:
+        h[: flat.size - k + 1] = _combine(flat, k)
+    keep = np.ones(flat.size, dtype=bool)
+    # the last k-1 windows of each document run into the next one (all of a short one's)
+    tail = np.minimum(lens, k - 1)
+    keep[np.repeat(starts + lens - tail, tail) + _ragged_arange(tail)] = False
+    for n in range(1, k):  # a document shorter than k units is one shingle of all of them
+        short = starts[lens == n]
+        if short.size:
+            acc = flat[short] * _GRAM_WEIGHTS[0]
+            for j in range(1, n):
+                acc += flat[short + j] * _GRAM_WEIGHTS[j]
+            h[short] = mix64(acc ^ np.uint64(n))
+            keep[short] = True
+    return h[keep], np.where(lens >= k, lens - k + 1, np.minimum(lens, 1))
 
 
 def _ragged_arange(n: np.ndarray) -> np.ndarray:

@@ -174,3 +174,26 @@ def test_confirm_flat_is_exact_jaccard_with_repeats_and_near_clashes() -> None:
         assert score == len(a & b) / len(a | b)
     edges = confirm_pairs(pairs, sets, 0.5)
     assert {(e.a, e.b) for e in edges} >= {(0, 1)} and (0, 2) not in {(e.a, e.b) for e in edges}
+
+
+@pytest.mark.parametrize("num_perm", [1, 2, 3, 64, 100, 128])
+def test_bins_follow_the_general_formula(num_perm: int) -> None:
+    x = np.random.default_rng(8).integers(0, 2**64, 1000, dtype=np.uint64)
+    general = ((x >> np.uint64(32)) * np.uint64(num_perm)) >> np.uint64(32)
+    assert np.array_equal(MinHasher(num_perm)._bin(x), general)
+
+
+def test_signatures_take_the_minimum_per_bin() -> None:
+    from transforms.minhash import _LOW32
+
+    rng = np.random.default_rng(9)
+    sets = [rng.integers(0, 2**63, n, dtype=np.uint64) for n in (500, 0, 3000)]
+    hasher = MinHasher(64, seed=3)
+    sigs = hasher.signatures(sets)
+    for s, sig in zip(sets, sigs, strict=True):
+        x = s * hasher._salt
+        bins = hasher._bin(x)
+        for b in range(64):
+            vals = x[bins == b] & _LOW32
+            if vals.size:
+                assert sig[b] == min(int(vals.min()), int(EMPTY) - 1)

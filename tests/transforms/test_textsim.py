@@ -122,3 +122,22 @@ def test_case_folding_follows_the_config() -> None:
         ["Hello World Again", "hello world again"], ShingleConfig(lowercase=False)
     )
     assert np.array_equal(lower[0], lower[1]) and not np.array_equal(cased[0], cased[1])
+
+
+def test_long_tokens_hash_on_every_byte() -> None:
+    base = "x" * 20
+    words = [base, base[:-1] + "y", "y" + base[1:], base[:8] + "y" + base[9:], base + "x"]
+    words += ["z" * 600, "z" * 599 + "q", "q" + "z" * 599, "z" * 8, "z" * 9]
+    text = " ".join(words)
+    (hashed,) = shingle_hashes([text], ShingleConfig(size=1))
+    assert hashed.size == len(set(words))
+    again = shingle_hashes([f"{words[3]} and {words[6]}"], ShingleConfig(size=1))[0]
+    assert np.isin(again, hashed).sum() == 2
+
+
+def test_short_documents_are_one_shingle_in_a_batch() -> None:
+    texts = ["a", "a b", "a b c", "", "b a", "a b"]
+    flat, counts = shingle_hashes_flat(texts, ShingleConfig(size=3))
+    assert counts.tolist() == [1, 1, 1, 0, 1, 1]
+    parts = split_flat(flat, counts)
+    assert parts[1][0] == parts[5][0] and len({int(p[0]) for p in parts if p.size}) == 4
