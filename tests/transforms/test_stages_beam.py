@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from schemas import TaskRecord
@@ -45,7 +45,7 @@ def test_validate_splits_good_bad_and_duplicate_ids() -> None:
         _src(3, {"id": "b", "family": "code"}),
         _src(4, _rec(4, "a", "another prompt")),
     ]
-    with TestPipeline() as p:
+    with BeamPipeline() as p:
         out = p | beam.Create(records) | Validate("run1")
         assert_that(
             out["ok"] | beam.Map(lambda it: (it.id, it.source_line)),
@@ -71,7 +71,7 @@ def test_exact_dedup_keeps_earliest_and_folds_case_and_space() -> None:
         _item(1, "first", "Write add(a, b)."),
         _item(3, "other", "Write sub(a, b)."),
     ]
-    with TestPipeline() as p:
+    with BeamPipeline() as p:
         out = p | beam.Create(items) | ExactDedup("run1")
         assert_that(
             out["ok"] | beam.Map(lambda it: it.id), equal_to(["first", "other"]), label="ok"
@@ -89,7 +89,7 @@ def test_filter_applies_the_band_and_records_pass_rates() -> None:
         Scored(_item(2, "mid", "p2"), 4, 2, "m"),
         Scored(_item(3, "hard", "p3"), 4, 0, "m"),
     ]
-    with TestPipeline() as p:
+    with BeamPipeline() as p:
         out = p | beam.Create(scored) | Filter(BandConfig(), "run1", "fp")
         assert_that(
             out["ok"] | beam.Map(lambda r: (r["id"], r["pass_rate"], r["difficulty"])),
