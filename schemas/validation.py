@@ -24,7 +24,7 @@ from schemas.task import TaskRecord
 UNKNOWN = "-"
 _DISCRIMINATOR = "family"
 _ID_LIMIT = 120
-_JSON_TYPES = {
+JSON_TYPES = {
     dict: "object",
     list: "array",
     str: "string",
@@ -96,7 +96,7 @@ def _message(err: Mapping[str, Any]) -> str:
         msg = msg[len("Value error, ") :]
     if str(err["type"]).endswith("_type") and "input" in err:
         value = err["input"]
-        msg += f" (got {_JSON_TYPES.get(type(value), type(value).__name__)})"
+        msg += f" (got {JSON_TYPES.get(type(value), type(value).__name__)})"
     return msg
 
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from schemas.validation import JSON_TYPES
+
 RAW_LIMIT = 4096
 _CHUNK = 1 << 16
 _BATCH_ROWS = 1024
@@ -159,20 +161,11 @@ def expand_inputs(patterns: Sequence[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------- record helpers
-_JSON_TYPES = {
-    dict: "object",
-    list: "array",
-    str: "string",
-    int: "number",
-    float: "number",
-    bool: "boolean",
-    type(None): "null",
-}
 
 
 def json_type_name(value: Any) -> str:
     """Name a parsed value's JSON type ("object", "array", "string", ...)."""
-    return _JSON_TYPES.get(type(value), type(value).__name__)
+    return JSON_TYPES.get(type(value), type(value).__name__)
 
 
 def _truncate(text: str) -> str:

@@ -34,7 +34,9 @@ from verifiers.base import Execution, Limits, Sandbox, Verifier
 from verifiers.forkserver import register_warm_script
 from verifiers.pipes import Pump, Reader
 from verifiers.process import SandboxProcess, base_python
+from verifiers.python_pair import fails as _fails
 from verifiers.python_pair import judge_pair
+from verifiers.python_pair import verdict as _verdict
 
 HARNESS_SOURCE = Path(python_harness.__file__).read_text(encoding="utf-8")
 register_warm_script(HARNESS_SOURCE)
@@ -332,23 +334,6 @@ def _cpu_killed(proc: SandboxProcess, out: Reader) -> bool:
             proc.popen.wait(timeout=1.0)
     code = proc.popen.poll()
     return code is not None and code in (128 + 24, -24)  # SIGXCPU
-
-
-def _fails(names: list[str], detail: str) -> list[CheckResult]:
-    return [CheckResult(name=n, passed=False, detail=detail) for n in names]
-
-
-def _verdict(
-    status: VerdictStatus, checks: list[CheckResult], detail: str, limit_hit: str | None = None
-) -> Verdict:
-    return Verdict(
-        status=status,
-        tests_passed=sum(c.passed for c in checks),
-        tests_total=len(checks),
-        detail=detail[:1000],
-        checks=checks,
-        limit_hit=limit_hit,
-    )
 
 
 def _judge_io(ex: Execution, expected: str) -> tuple[bool, str]:
