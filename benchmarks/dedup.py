@@ -219,10 +219,10 @@ def memory_growth(
 
 def decontam_recall(n_unrelated: list[str], seed: int = 3) -> dict[str, float]:
     """Recall on renamed+reworded HumanEval prompts; false-positive rate on unrelated tasks."""
-    from transforms.benchmarks import BenchmarkIndex, humaneval_path, load_humaneval
+    from transforms.contamination_sets import ContaminationIndex, humaneval_path, load_humaneval
 
     rng = random.Random(seed)
-    index = BenchmarkIndex(load_humaneval())
+    index = ContaminationIndex(load_humaneval())
     with gzip.open(humaneval_path(), "rt") as fh:
         rows = [json.loads(line) for line in fh]
     swaps = {

@@ -14,14 +14,14 @@ from rich.console import Console  # noqa: E402
 from rich.logging import RichHandler  # noqa: E402
 
 from pipeline import (  # noqa: E402
-    benchmarks_cmd,
+    contamination_cmd,
     decontam_cmd,
     sandbox_cmd,
     verify_cmd,
 )
 from pipeline import validate as validate_cmd  # noqa: E402
+from pipeline.flags import add_dedup_flags, dedup_config  # noqa: E402
 from transforms.decontaminate import DecontamConfig  # noqa: E402
-from transforms.dedup import DedupConfig  # noqa: E402
 from transforms.gates import GatesConfig, SandboxConfig  # noqa: E402
 from transforms.samplers import SamplerConfig  # noqa: E402
 from transforms.stats import BandConfig  # noqa: E402
@@ -59,34 +59,6 @@ def add_curate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-weak-isolation", action="store_true")
     p.add_argument("--runner", default="DirectRunner", help="Beam runner (default DirectRunner)")
     p.add_argument("--quiet", "-q", action="store_true")
-
-
-def add_dedup_flags(p: argparse.ArgumentParser) -> None:
-    """Near-dedup flags (shared by curate and dedup-index add, whose settings must agree)."""
-    p.add_argument("--near-threshold", type=float, default=0.8)
-    p.add_argument("--dedup-index", help="near-dedup index of earlier runs (directory)")
-    p.add_argument("--shingle", default="word", choices=["word", "code", "char"])
-    p.add_argument("--shingle-size", type=int, default=3)
-    p.add_argument("--num-perm", type=int, default=128, help="MinHash permutations")
-    p.add_argument("--canonical-ids", action="store_true", help="renamed identifiers match")
-    p.add_argument("--strip-comments", action="store_true")
-    p.add_argument("--strip-docstrings", action="store_true")
-    p.add_argument("--no-near-dedup", action="store_true")
-
-
-def dedup_config(args: argparse.Namespace) -> DedupConfig:
-    """DedupConfig from the near-dedup flags."""
-    return DedupConfig(
-        near_threshold=args.near_threshold,
-        shingle_size=args.shingle_size,
-        num_perm=args.num_perm,
-        enabled=not args.no_near_dedup,
-        shingle_kind=args.shingle,
-        strip_comments=args.strip_comments,
-        strip_docstrings=args.strip_docstrings,
-        canonical_identifiers=args.canonical_ids,
-        index_path=args.dedup_index,
-    )
 
 
 def check_sampler_args(args: argparse.Namespace) -> None:
@@ -211,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate_cmd.add_parser(sub)
     verify_cmd.add_parser(sub)
     decontam_cmd.add_parser(sub)
-    benchmarks_cmd.add_parser(sub)
+    contamination_cmd.add_parser(sub)
     sandbox_cmd.add_parser(sub)
     return parser
 
@@ -231,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "decontaminate":
         return decontam_cmd.run(args)
     if args.command in ("benchmarks", "dedup-index"):
-        return benchmarks_cmd.run(args)
+        return contamination_cmd.run(args)
     if args.command == "sandbox":
         return sandbox_cmd.run(args)
     return verify_cmd.run(args)

@@ -2,7 +2,8 @@
 
 A benchmark is named ``humaneval`` (bundled), a saved index (``tasksieve benchmarks build``),
 or a JSONL/JSON/Parquet file or saved ``datasets`` directory read with the field mapping
-(``text_field``, ``id_field``). See ``transforms.benchmarks`` for the methods and their limits.
+(``text_field``, ``id_field``). See ``transforms.contamination_sets`` for the methods and
+their limits.
 """
 
 from __future__ import annotations
@@ -15,20 +16,20 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from transforms.benchmarks import (
-    BenchmarkIndex,
-    BenchmarkItem,
+from transforms.common import REJECTED, count, rejected
+from transforms.contamination_sets import (
+    ContaminationIndex,
+    ContaminationItem,
     IndexSettings,
     is_index_file,
     load_benchmark_file,
     load_humaneval,
     load_index_items,
 )
-from transforms.common import REJECTED, count, rejected
 from transforms.items import Item, rejection
 from transforms.textsim import ShingleConfig
 
-Loaded = tuple[list[BenchmarkItem], tuple[list[np.ndarray], np.ndarray] | None]
+Loaded = tuple[list[ContaminationItem], tuple[list[np.ndarray], np.ndarray] | None]
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def load_source(name_or_path: str, cfg: DecontamConfig) -> list[Loaded]:
     ]
 
 
-def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
+def build_index(cfg: DecontamConfig) -> ContaminationIndex:
     """The index over every configured benchmark (reusing saved hashes where they match)."""
     loaded: list[Loaded] = []
     for name in cfg.names():
@@ -111,10 +112,10 @@ def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
         sh = [x for _, p in loaded if p is not None for x in p[0]]
         sigs = np.concatenate([p[1] for _, p in loaded if p is not None])
         pre = (sh, sigs)
-    return BenchmarkIndex(items, cfg.settings(), precomputed=pre)
+    return ContaminationIndex(items, cfg.settings(), precomputed=pre)
 
 
-def load_items(cfg: DecontamConfig) -> list[BenchmarkItem]:
+def load_items(cfg: DecontamConfig) -> list[ContaminationItem]:
     """Every benchmark item the config names."""
     return [it for name in cfg.names() for its, _ in load_source(name, cfg) for it in its]
 
@@ -125,7 +126,7 @@ class DecontaminateFn(beam.DoFn):
     def __init__(self, cfg: DecontamConfig, run_id: str) -> None:
         self.cfg = cfg
         self.run_id = run_id
-        self.index: BenchmarkIndex | None = None
+        self.index: ContaminationIndex | None = None
 
     def setup(self) -> None:
         self.index = build_index(self.cfg)

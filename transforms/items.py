@@ -35,6 +35,16 @@ class Item:
         return (self.source_file, self.source_line, self.task.id)
 
 
+@dataclass
+class Scored:
+    """A task with its verified samples counted."""
+
+    item: Item
+    n: int
+    k: int
+    model_id: str
+
+
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
@@ -14,7 +13,7 @@ from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 from schemas import CodeSpec, Rollout, Verdict
 from transforms.common import REJECTED, count, rejected
 from transforms.gates import SandboxConfig
-from transforms.items import Item, rejection
+from transforms.items import Item, Scored, rejection
 from transforms.samplers import (
     SamplerConfig,
     SampleRequest,
@@ -33,16 +32,6 @@ def sample_request(item: Item) -> SampleRequest:
     spec = item.task.verifier
     entry = spec.entry_point if isinstance(spec, CodeSpec) else None
     return SampleRequest(item.id, item.task.family, item.task.prompt, entry)
-
-
-@dataclass
-class Scored:
-    """A task with its verified samples counted."""
-
-    item: Item
-    n: int
-    k: int
-    model_id: str
 
 
 class Rollouts(beam.PTransform):

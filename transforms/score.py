@@ -9,8 +9,7 @@ import apache_beam as beam
 
 from schemas import CuratedTask, Lineage
 from transforms.common import REJECTED, count, rejected
-from transforms.items import canonical_json, rejection
-from transforms.rollouts import Scored
+from transforms.items import Scored, canonical_json, rejection
 from transforms.stats import BandConfig, Difficulty, wilson_interval
 
 

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
-from transforms.benchmarks import load_humaneval
+from transforms.contamination_sets import load_humaneval
 
 CLEAN = "Write a SQL query that returns the total revenue per region from the sales table."
 

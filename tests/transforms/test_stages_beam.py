@@ -11,8 +11,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from schemas import TaskRecord
 from transforms.dedup import ExactDedup
-from transforms.items import Item
-from transforms.rollouts import Scored
+from transforms.items import Item, Scored
 from transforms.score import Filter
 from transforms.sources import SourceRecord
 from transforms.stats import BandConfig

