@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 
 from schemas import TaskRecord
-from verifiers.python_code import PythonVerifier
+from verifiers.families.python.verifier import PythonVerifier
 from verifiers.registry import make_sandbox
 
 Check = Callable[[int], bool]
@@ -87,7 +87,7 @@ def setup_subprocess(probs: list[dict[str, str]], tmp: str) -> Check:
 
 def setup_docker_exec(probs: list[dict[str, str]], tmp: str) -> tuple[Check, Callable[[], None]]:
     """(b) one ``docker exec`` per execution into a single warm container."""
-    from verifiers.docker_image import image_name
+    from verifiers.sandbox.docker.image import image_name
 
     docker = shutil.which("docker")
     if docker is None:

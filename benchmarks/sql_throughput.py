@@ -22,9 +22,9 @@ from typing import Any
 
 from schemas import SqlSpec, TaskRecord
 from transforms.samplers.extract import extract_solution
-from verifiers.process import ProcessSandbox
-from verifiers.sql import WORKER_SOURCE, SqlVerifier
-from verifiers.sql_compare import Result, compare_results, decode_rows
+from verifiers.families.sql.compare import Result, compare_results, decode_rows
+from verifiers.families.sql.verifier import WORKER_SOURCE, SqlVerifier
+from verifiers.sandbox.process.sandbox import ProcessSandbox
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 _BASELINE = (

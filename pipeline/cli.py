@@ -22,9 +22,10 @@ from pipeline import (  # noqa: E402
 from pipeline import validate as validate_cmd  # noqa: E402
 from pipeline.flags import add_dedup_flags, dedup_config  # noqa: E402
 from transforms.decontaminate import DecontamConfig  # noqa: E402
-from transforms.gates import GatesConfig, SandboxConfig  # noqa: E402
+from transforms.gates import GatesConfig  # noqa: E402
 from transforms.samplers import SamplerConfig  # noqa: E402
 from transforms.stats import BandConfig  # noqa: E402
+from verifiers import SandboxConfig  # noqa: E402
 
 EPILOG = "Arguments curate does not know are passed to Beam as pipeline options."
 

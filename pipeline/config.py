@@ -10,9 +10,10 @@ from typing import Any
 
 from transforms.decontaminate import DecontamConfig
 from transforms.dedup import DedupConfig
-from transforms.gates import GatesConfig, SandboxConfig
+from transforms.gates import GatesConfig
 from transforms.samplers import SamplerConfig
 from transforms.stats import BandConfig
+from verifiers import SandboxConfig
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from verifiers.docker_image import DEFAULT_IMAGE, IMAGE_ENV, ImageBuildError, build_image
+from verifiers.sandbox.docker.image import DEFAULT_IMAGE, IMAGE_ENV, ImageBuildError, build_image
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     except ImageBuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from verifiers.docker_image import image_name
+    from verifiers.sandbox.docker.image import image_name
 
     name = image_name(args.image)
     print(f"built {name}" if built else f"{name} already exists (use --force to rebuild)")

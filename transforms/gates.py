@@ -12,26 +12,10 @@ import apache_beam as beam
 from schemas import CodeSpec, GateResult
 from transforms.common import REJECTED, count, rejected
 from transforms.items import Item, rejection
-from verifiers import Sandbox, UnsupportedFamily, Verifier
-from verifiers.registry import VerifierCache, make_sandbox
+from verifiers import Sandbox, SandboxConfig, UnsupportedFamily, Verifier
+from verifiers.registry import VerifierCache
 
 log = logging.getLogger("tasksieve.gates")
-
-
-@dataclass(frozen=True)
-class SandboxConfig:
-    """Which sandbox backend runs untrusted code, and whether weak isolation is accepted."""
-
-    backend: str = "process"
-    allow_weak_isolation: bool = False
-    workers: int = 2
-
-    def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ValueError(f"need sandbox workers >= 1, got {self.workers}")
-
-    def make(self) -> Sandbox:
-        return make_sandbox(self.backend, allow_weak_isolation=self.allow_weak_isolation)
 
 
 @dataclass(frozen=True)

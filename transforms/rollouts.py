@@ -12,7 +12,6 @@ from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
 from schemas import CodeSpec, Rollout, Verdict
 from transforms.common import REJECTED, count, rejected
-from transforms.gates import SandboxConfig
 from transforms.items import Item, Scored, rejection
 from transforms.samplers import (
     SamplerConfig,
@@ -21,7 +20,7 @@ from transforms.samplers import (
     extract_solution,
     make_model_handler,
 )
-from verifiers import Sandbox, UnsupportedFamily
+from verifiers import Sandbox, SandboxConfig, UnsupportedFamily
 from verifiers.registry import VerifierCache
 
 log = logging.getLogger("tasksieve.rollouts")

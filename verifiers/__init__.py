@@ -1,19 +1,26 @@
-"""Sandbox backends and one Verifier per task family (no Beam here)."""
+"""Sandbox backends and one Verifier per task family (no Beam here).
 
-from verifiers.base import (
+``verifiers.sandbox`` holds the Sandbox interface and its backends, ``verifiers.families``
+the family verifiers; this package re-exports what other packages use.
+"""
+
+from verifiers.families.base import UnsupportedFamily, Verifier
+from verifiers.registry import get_verifier, make_sandbox
+from verifiers.sandbox.base import (
+    Capabilities,
     Execution,
     Limits,
     Sandbox,
     SandboxUnavailable,
-    UnsupportedFamily,
-    Verifier,
 )
-from verifiers.registry import get_verifier, make_sandbox
+from verifiers.sandbox.config import SandboxConfig
 
 __all__ = [
+    "Capabilities",
     "Execution",
     "Limits",
     "Sandbox",
+    "SandboxConfig",
     "SandboxUnavailable",
     "UnsupportedFamily",
     "Verifier",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from verifiers.base import Sandbox, UnsupportedFamily, Verifier
+from verifiers.families.base import UnsupportedFamily, Verifier
+from verifiers.sandbox.base import Sandbox
 
 SANDBOXES: tuple[str, ...] = ("process", "docker")
 
@@ -12,11 +13,11 @@ SANDBOXES: tuple[str, ...] = ("process", "docker")
 def make_sandbox(name: str = "process", allow_weak_isolation: bool = False) -> Sandbox:
     """Build the sandbox backend called ``name`` (``process`` or ``docker``)."""
     if name == "process":
-        from verifiers.process import ProcessSandbox
+        from verifiers.sandbox.process.sandbox import ProcessSandbox
 
         return ProcessSandbox(allow_weak_isolation=allow_weak_isolation)
     if name == "docker":  # image from $TASKSIEVE_SANDBOX_IMAGE or the built default
-        from verifiers.docker_sandbox import DockerSandbox
+        from verifiers.sandbox.docker.sandbox import DockerSandbox
 
         return DockerSandbox()
     raise ValueError(f"unknown sandbox {name!r}; choose one of: {', '.join(SANDBOXES)}")
@@ -31,19 +32,19 @@ def get_verifier(family: str, sandbox: Sandbox) -> Verifier:
     Some verifiers hold warm workers: reuse one per family (see ``VerifierCache``) and close it.
     """
     if family == "code":
-        from verifiers.python_code import PythonVerifier
+        from verifiers.families.python.verifier import PythonVerifier
 
         return PythonVerifier(sandbox)
     if family == "sql":
-        from verifiers.sql import SqlVerifier
+        from verifiers.families.sql.verifier import SqlVerifier
 
         return SqlVerifier(sandbox)
     if family == "config":
-        from verifiers.config import ConfigVerifier
+        from verifiers.families.config.verifier import ConfigVerifier
 
         return ConfigVerifier(sandbox)
     if family == "api":
-        from verifiers.api import ApiVerifier
+        from verifiers.families.api.verifier import ApiVerifier
 
         return ApiVerifier(sandbox)
     raise UnsupportedFamily(

@@ -19,10 +19,10 @@ import pytest
 
 from schemas import TaskRecord
 from tests.verifiers.hostile import BOMBS, HACKS, NET, PROCESSES, SECRETS, WRITES
-from verifiers.base import Execution, Limits, Sandbox
-from verifiers.process import ProcessSandbox
-from verifiers.python_code import PythonVerifier
+from verifiers.families.python.verifier import PythonVerifier
 from verifiers.registry import make_sandbox
+from verifiers.sandbox.base import Execution, Limits, Sandbox
+from verifiers.sandbox.process.sandbox import ProcessSandbox
 
 LIMITS = Limits(wall_s=8, cpu_s=4, memory_mb=256, max_processes=16)
 BOMB_LIMITS = Limits(

@@ -12,10 +12,10 @@ import pytest
 
 from schemas import ApiSpec, TaskRecord
 from transforms.samplers import extract_solution
-from verifiers import api as api_mod
-from verifiers.api import ApiVerifier, compare, site_paths
-from verifiers.base import Limits
-from verifiers.process import ProcessSandbox
+from verifiers.families.api import verifier as api_mod
+from verifiers.families.api.verifier import ApiVerifier, compare, site_paths
+from verifiers.sandbox.base import Limits
+from verifiers.sandbox.process.sandbox import ProcessSandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = {
@@ -37,7 +37,7 @@ REPLAY_PASSES = {  # examples/README.md, "replay passes (of 4)"
 
 
 def _sees_site(sb: ProcessSandbox) -> bool:
-    probe = f"import os; print(all(os.path.isdir(p) for p in {site_paths()!r}))"
+    probe = f"import os; print(all(os.path.isdir(p) for p in {site_paths(sb)!r}))"
     ex = sb.run({}, [sb.python, "-I", "-S", "-c", probe], Limits(wall_s=20, cpu_s=10))
     return ex.stdout.strip() == b"True"
 
@@ -346,7 +346,7 @@ def test_order_sensitive_task_in_sandbox(api_verifier: ApiVerifier) -> None:
 def test_missing_moto_is_infra_error(
     api_verifier: ApiVerifier, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(api_mod, "site_paths", lambda: ["/nonexistent-site"])
+    monkeypatch.setattr(api_mod, "site_paths", lambda sandbox: ["/nonexistent-site"])
     v = api_verifier.verify(HELLO, PUT_HELLO)
     assert v.status == "infra_error"
     assert "moto" in v.detail

@@ -14,11 +14,11 @@ import pytest
 
 from schemas import PolicyCheck, TaskRecord
 from transforms.samplers import extract_solution
-from verifiers import safe_yaml
-from verifiers.base import Execution, Limits, Sandbox
-from verifiers.config import ConfigVerifier, kubernetes_version
-from verifiers.policies import evaluate, parse_path, parse_quantity, policy_problems
-from verifiers.safe_yaml import ConfigLoadError, load_json, load_yaml
+from verifiers.families.config import safe_yaml
+from verifiers.families.config.policies import evaluate, parse_path, parse_quantity, policy_problems
+from verifiers.families.config.safe_yaml import ConfigLoadError, load_json, load_yaml
+from verifiers.families.config.verifier import ConfigVerifier, kubernetes_version
+from verifiers.sandbox.base import Execution, Limits, Sandbox
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 REPLAY_PASSES = {  # examples/README.md, "replay passes (of 4)"

@@ -9,7 +9,7 @@ from importlib import resources
 import pytest
 
 from schemas import TaskRecord
-from verifiers.python_code import PythonVerifier
+from verifiers.families.python.verifier import PythonVerifier
 from verifiers.registry import make_sandbox
 
 

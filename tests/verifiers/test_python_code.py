@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from schemas import TaskRecord
-from verifiers.python_code import PythonVerifier, normalise_output
+from verifiers.families.python.verifier import PythonVerifier, normalise_output
 
 
 def task(**spec) -> TaskRecord:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from verifiers import UnsupportedFamily, get_verifier, make_sandbox
-from verifiers.python_code import PythonVerifier
+from verifiers.families.python.verifier import PythonVerifier
 from verifiers.registry import VerifierCache
 
 

@@ -14,10 +14,10 @@ import pytest
 
 from schemas import SqlCompare, SqlSpec, TaskRecord
 from transforms.samplers.extract import extract_solution
-from verifiers.process import ProcessSandbox
-from verifiers.sql import SqlVerifier
-from verifiers.sql_compare import Result, Tagged, compare_results, decode, values_equal
-from verifiers.sql_worker import perturb_statements
+from verifiers.families.sql.compare import Result, Tagged, compare_results, decode, values_equal
+from verifiers.families.sql.guest.worker import perturb_statements
+from verifiers.families.sql.verifier import SqlVerifier
+from verifiers.sandbox.process.sandbox import ProcessSandbox
 
 pytest.importorskip("duckdb")
 

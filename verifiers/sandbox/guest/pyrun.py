@@ -1,0 +1,79 @@
+"""Guest code shared by the warm servers: run a Python script as a fresh ``__main__`` in a fork.
+
+Runs inside the sandbox (standard library only). The fork server and the docker server do
+not import this module: ``verifiers.sandbox.guest.bundle`` inlines it where a server names
+it, so each server stays one self-contained ``-c`` source. Nothing here is a security
+boundary: it runs with the candidate's uid, after the sandbox is set up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import types
+
+
+def script_of(argv: list[str]) -> tuple[str, str, list[str]]:
+    """(source, filename, sys.argv) for ``python -I -S script|-c code ...``; exits 2 if the
+    script cannot be read, as the interpreter would."""
+    if argv[3] == "-c":
+        return argv[4], "<string>", ["-c", *argv[5:]]
+    try:
+        with open(argv[3], "rb") as fh:
+            return fh.read().decode(), argv[3], argv[3:]
+    except OSError as e:
+        os.write(2, f"python3: can't open file {argv[3]!r}: {e}\n".encode())
+        os._exit(2)
+
+
+def fresh_main(filename: str) -> types.ModuleType:
+    """New text streams on fds 0-2 and a new ``__main__`` module, as a fresh interpreter has."""
+    streams = {
+        "stdin": io.TextIOWrapper(io.FileIO(0, "r", closefd=False)),
+        "stdout": io.TextIOWrapper(io.FileIO(1, "w", closefd=False)),
+        "stderr": io.TextIOWrapper(
+            io.FileIO(2, "w", closefd=False), errors="backslashreplace", line_buffering=True
+        ),
+    }
+    for name, stream in streams.items():
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+    if "random" in sys.modules:
+        sys.modules["random"].seed()
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    if filename != "<string>":
+        main.__file__ = filename
+    sys.modules["__main__"] = main
+    return main
+
+
+def exit_code(e: SystemExit) -> int:
+    """The status a fresh interpreter would exit with for ``e``."""
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code & 0xFF
+    with contextlib.suppress(BaseException):
+        print(e.code, file=sys.stderr)
+    return 1
+
+
+def finish(rc: int) -> None:
+    """Exit like a fresh interpreter would (threads joined, atexit run, stdio flushed), but
+    without tearing down every module: finalising the warm heap would cost ~10 ms a run."""
+    import atexit
+    import threading
+
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            rc = rc or 120
+    os._exit(rc)

@@ -1,0 +1,439 @@
+"""The fork server: a warm interpreter inside one bubblewrap sandbox that forks one job per request.
+
+Run by ``..forkserver`` as ``python -I -S -c <this source> CONFIG_FD`` inside bwrap
+(read-only system, private /tmp, no network, pid namespace, as root with only CAP_SYS_ADMIN,
+CAP_SETUID, CAP_SETGID and CAP_NET_ADMIN). Standard library only. For each request on the
+control socket (a one-byte message carrying fds: stdin, stdout, stderr, status socket, collect
+pipe or -1, payload memfd) it forks:
+
+- ``init`` (pid 1 of a new pid namespace; new mount, net, ipc and uts namespaces): mounts a
+  size-limited tmpfs on /tmp (also bound on /dev/shm) and a fresh /proc, brings loopback up,
+  writes the input files root-owned and read-only into the sticky /tmp, forks the job, reaps
+  every orphan, reads the collect files back without following links once the job exited, and
+  exits with the job's status (``128 + signal`` when it was killed);
+- ``job`` (pid 2): new session, rlimits, no supplementary groups, its own unprivileged uid,
+  no_new_privs, the seccomp filter, cleared environment; then either ``execve`` of the command
+  or, for ``[python, -I, -S, script|-c code, ...]``, the script run in this already warm
+  interpreter (a fresh ``__main__``; uncaught errors and ``SystemExit`` behave as in a fresh
+  interpreter because the code runs at the top level of this program).
+
+A ``p`` request (fds: results pipe, stderr pipe, status socket, payload memfd) is a pair
+run: its ``init`` forks the candidate job and then itself becomes the tests job (see
+``_pair_init`` and ``verifiers.sandbox.process.pair``).
+
+The server watches each ``init`` with a pidfd and its status socket: a byte or EOF from the
+host kills ``init`` (and with it the whole pid namespace); when ``init`` is reaped the
+namespace is empty and the server writes ``{"rc": code}`` and closes the socket. EOF on the
+control socket (the host went away) ends the server and so, through bwrap, every job.
+See ``verifiers.sandbox.process.forkserver`` for the isolation argument.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import gc
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import stat
+import struct
+import sys
+import types
+from typing import Any
+
+from verifiers.sandbox.guest.pyrun import exit_code, finish, fresh_main, script_of
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 0x4000, 1 << 18
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+_libc = ctypes.CDLL(None, use_errno=True)
+_REAL_EXE = os.path.realpath(sys.executable)
+_RLIMITS = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE")
+
+
+def _ok(rc: int, what: str) -> None:
+    if rc != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def _mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _ok(
+        _libc.mount(
+            src.encode(),
+            dst.encode(),
+            fstype.encode() if fstype else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
+        ),
+        f"mount {dst}",
+    )
+
+
+def _loopback_up() -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        req = struct.pack("16sh", b"lo", 0)
+        flags = struct.unpack("16sh", fcntl.ioctl(s, 0x8913, req))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sh", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
+    finally:
+        s.close()
+
+
+def _keep_only(keep: set[int]) -> None:
+    """Close every fd above 2 not in ``keep`` (close_range under the hood)."""
+    lo = 3
+    for fd in sorted(f for f in keep if f >= 3):
+        if fd > lo:
+            os.closerange(lo, fd)
+        lo = fd + 1
+    os.closerange(lo, 1 << 20)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+# --------------------------------------------------------------------------- init (pid 1)
+def _read_payload(fd: int) -> tuple[dict[str, Any], bytes]:
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0)
+    head, _, body = data.partition(b"\n")
+    return json.loads(head), body
+
+
+def _setup_scratch(job: dict[str, Any], body: bytes, hidepid: bool = False) -> int:
+    """New mount/net/ipc/uts namespaces, a fresh /tmp holding the files; returns /tmp's fd."""
+    size = int(job["scratch_bytes"]) + len(body)
+    _ok(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
+    if os.path.isdir("/dev/shm"):
+        _mount("/tmp", "/dev/shm", None, MS_BIND)
+    proc_opts = "hidepid=2" if hidepid else None
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, proc_opts)
+    _loopback_up()
+    root = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+    pos = 0
+    for name, n in job["files"]:
+        parts = name.split("/")
+        if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"bad file name {name!r}")
+        d = root
+        for p in parts[:-1]:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(p, 0o755, dir_fd=d)
+            nd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=d)
+            if d != root:
+                os.close(d)
+            d = nd
+        f = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444, dir_fd=d)
+        _write_all(f, body[pos : pos + n])
+        os.close(f)
+        if d != root:
+            os.close(d)
+        pos += n
+    return root
+
+
+def _collect(names: list[str], cap: int, fd: int) -> None:
+    """Stream the named files to ``fd`` as frames (see ``launchers.COLLECTOR``); no symlinks."""
+    for name in names:
+        data: bytes | None = None
+        fds: list[int] = []
+        try:
+            cur = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
+            fds.append(cur)
+            parts = name.split("/")
+            for p in parts[:-1]:
+                cur = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=cur)
+                fds.append(cur)
+            cur = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=cur)
+            fds.append(cur)
+            if stat.S_ISREG(os.fstat(cur).st_mode):
+                data = os.read(cur, cap + 1)
+        except OSError:
+            data = None
+        finally:
+            for f in fds:
+                os.close(f)
+        size = -1 if data is None else (-2 if len(data) > cap else len(data))
+        frame = (json.dumps({"name": name, "size": size}) + "\n").encode()
+        _write_all(fd, frame + (data if data is not None and size >= 0 else b""))
+
+
+def _init(fds: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
+    """Pid 1 of the job's namespace; returns only in the forked job process."""
+    stdin, stdout, stderr, status, collect, payload = fds
+    try:
+        _keep_only({f for f in fds if f >= 0})
+        job, body = _read_payload(payload)
+        os.close(payload)
+        if int(job["uid"]) < 1000:
+            raise ValueError("refusing a privileged uid")
+        os.close(_setup_scratch(job, body))
+        del body
+    except BaseException as e:
+        os.write(status, (json.dumps({"error": f"job setup failed: {e}"}) + "\n").encode())
+        os._exit(1)
+    pid = os.fork()
+    if pid == 0:
+        for f in (status, collect):
+            if f >= 0:
+                os.close(f)
+        return _become_job(job, [stdin, stdout, stderr], cfg)
+    for f in (stdin, stdout, stderr, status):
+        os.close(f)
+    while True:  # reap orphans until the job itself exits
+        try:
+            got, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        except InterruptedError:
+            continue
+        if got == pid:
+            break
+    if collect >= 0:
+        with contextlib.suppress(OSError):
+            _collect(list(job["collect"]), int(job["cap"]), collect)
+    os._exit(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
+
+
+# --------------------------------------------------------------------------- pair (pid 1)
+def _pair_init(fds: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
+    """Pid 1 of a pair's namespace: fork the candidate, then become the tests process.
+
+    The payload is ``<Q header length>``, a JSON header (``cand`` and ``tests`` jobs, each
+    with its files' names and sizes, and ``scratch_bytes``), the candidate's file bytes, then
+    the tests' file bytes. The tests' bytes are read only after the candidate was forked, so
+    they are never in its memory, and land in a directory only the tests' uid can enter.
+    Returns (in each of the two processes) the job to run warm.
+    """
+    results, stderr, status, payload = fds
+    try:
+        _keep_only(set(fds))
+        (hlen,) = struct.unpack("<Q", os.pread(payload, 8, 0))
+        head = json.loads(os.pread(payload, hlen, 8))
+        cand, tests = head["cand"], head["tests"]
+        if min(int(cand["uid"]), int(tests["uid"])) < 1000 or cand["uid"] == tests["uid"]:
+            raise ValueError("refusing a privileged or shared uid")
+        cand_len = sum(n for _, n in cand["files"])
+        body = os.pread(payload, cand_len, 8 + hlen)
+        root = _setup_scratch({"scratch_bytes": head["scratch_bytes"], **cand}, body, True)
+        del body
+        tuid = int(tests["uid"])
+        os.mkdir(".t", 0o700, dir_fd=root)
+        tdir = os.open(".t", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
+        os.chown(tdir, tuid, tuid)
+        os.close(root)
+        to_cand, from_cand = os.pipe(), os.pipe()
+    except BaseException as e:
+        os.write(status, (json.dumps({"error": f"pair setup failed: {e}"}) + "\n").encode())
+        os._exit(1)
+    pid = os.fork()
+    if pid == 0:
+        for f in (results, status, payload, tdir, to_cand[1], from_cand[0]):
+            os.close(f)
+        return _become_job(cand, [to_cand[0], from_cand[1], stderr], cfg)
+    os.close(to_cand[0])
+    os.close(from_cand[1])
+    try:
+        pos = 8 + hlen + cand_len
+        for name, n in tests["files"]:
+            if "/" in name or name in ("", ".", ".."):
+                raise ValueError(f"bad tests file name {name!r}")
+            f = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400, dir_fd=tdir)
+            _write_all(f, os.pread(payload, n, pos))
+            os.fchown(f, tuid, tuid)
+            os.close(f)
+            pos += n
+        os.close(tdir)
+        os.close(payload)
+        os.close(status)
+    except BaseException as e:
+        os.write(status, (json.dumps({"error": f"pair setup failed: {e}"}) + "\n").encode())
+        os._exit(1)
+    tests = {**tests, "argv": [*tests["argv"], str(pid)], "cwd": "/tmp/.t"}
+    return _become_job(tests, [from_cand[0], to_cand[1], stderr, results], cfg)
+
+
+# --------------------------------------------------------------------------- the job
+def _become_job(job: dict[str, Any], fds: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
+    """Drop to the job's uid and limits; exec the command or return it for a warm run.
+
+    ``fds`` become the job's fds 0, 1, 2, ... in order; every other fd is closed.
+    """
+    try:
+        os.setsid()
+        high = [fcntl.fcntl(f, fcntl.F_DUPFD_CLOEXEC, 64) for f in fds]
+        for i, f in enumerate(high):
+            os.dup2(f, i)
+        _keep_only(set(range(len(fds))))
+        os.chdir(job.get("cwd", "/tmp"))
+        for name in _RLIMITS:
+            soft, hard = job["rlimits"][name]
+            resource.setrlimit(getattr(resource, name), (soft, hard))
+        uid = int(job["uid"])
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        _ok(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        if cfg.get("_prog"):
+            _ok(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, cfg["_prog"], 0, 0), "seccomp")
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        os.environ.clear()
+        os.environ.update(job["env"])
+        argv = list(job["argv"])
+        if _warm_eligible(argv):
+            return job
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        os.execvpe(argv[0], argv, job["env"])
+    except OSError as e:
+        os.write(2, f"sandbox: cannot run {job['argv'][:1]!r}: {e}\n".encode())
+        os._exit(127)
+    except BaseException as e:
+        os.write(2, f"sandbox: job setup failed: {e!r}\n".encode())
+        os._exit(126)
+    raise AssertionError("unreachable")
+
+
+def _warm_eligible(argv: list[str]) -> bool:
+    return (
+        len(argv) >= 4
+        and (argv[0] == sys.executable or os.path.realpath(argv[0]) == _REAL_EXE)
+        and argv[1:3] == ["-I", "-S"]
+        and ((argv[3] == "-c" and len(argv) >= 5) or not argv[3].startswith("-"))
+    )
+
+
+def run_warm(job: dict[str, Any], warm: dict[str, tuple[types.CodeType, dict[str, Any]]]) -> None:
+    """Run ``python -I -S script|-c code ...`` in this interpreter as a fresh ``__main__``.
+
+    A registered warm script that defines ``warm_main`` was already executed in the server;
+    its (copy-on-write) namespace is reused and only ``warm_main()`` runs, which saves
+    re-creating its functions and classes (~0.8 ms and ~230 page copies a run).
+    """
+    source, filename, sys.argv = script_of(list(job["argv"]))
+    code, ns = warm.get(source) or (compile(source, filename, "exec", dont_inherit=True), {})
+    entry = ns.get("warm_main")
+    main = fresh_main(filename)
+    warm.clear()
+    rc = 0
+    try:
+        if callable(entry):
+            entry()
+        else:
+            exec(code, main.__dict__)
+    except SystemExit as e:
+        rc = exit_code(e)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        rc = 1
+    finish(rc)
+
+
+# --------------------------------------------------------------------------- the server
+def serve(ctl: socket.socket, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Fork jobs until the host closes ``ctl``; returns only inside a warm job process."""
+    own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    poller = select.poll()
+    poller.register(ctl.fileno(), select.POLLIN)
+    pidfds: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket)
+    socks: dict[int, int] = {}  # status socket -> pidfd
+    ctl.send(b"ready")
+    while True:
+        for fd, _ in poller.poll()[:1]:  # one event per poll: fd numbers get reused
+            if fd == ctl.fileno():
+                try:
+                    msg, fds, _flags, _addr = socket.recv_fds(ctl, 16, 8)
+                except OSError:
+                    os._exit(0)
+                if not msg:
+                    os._exit(0)
+                want, st_i = (4, 2) if msg == b"p" else (6, 3)
+                if len(fds) != want:
+                    for f in fds:
+                        os.close(f)
+                    continue
+                if msg == b"n":  # no collect pipe: the host sent a stand-in fd
+                    os.close(fds[4])
+                    fds[4] = -1
+                _ok(_libc.unshare(CLONE_NEWPID), "unshare pid")
+                try:
+                    pid = os.fork()
+                except OSError:
+                    pid = -1
+                if pid == 0:
+                    ctl.detach()
+                    return _pair_init(fds, cfg) if msg == b"p" else _init(fds, cfg)
+                _ok(_libc.setns(own_pidns, CLONE_NEWPID), "setns pid")
+                sock = fds[st_i]
+                for f in fds:
+                    if f >= 0 and f != sock:
+                        os.close(f)
+                if pid < 0:
+                    os.write(sock, b'{"error": "fork failed"}\n{"rc": -9}\n')
+                    os.close(sock)
+                    continue
+                pidfd = os.pidfd_open(pid)
+                pidfds[pidfd] = (pid, sock)
+                socks[sock] = pidfd
+                poller.register(pidfd, select.POLLIN)
+                poller.register(sock, select.POLLIN)
+            elif fd in socks:  # the host asks for a kill (a byte or EOF)
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(socks.pop(fd), signal.SIGKILL)
+                poller.unregister(fd)
+            elif fd in pidfds:  # init exited: its whole pid namespace is gone
+                pid, sock = pidfds.pop(fd)
+                _, st = os.waitpid(pid, 0)
+                rc = os.WEXITSTATUS(st) if os.WIFEXITED(st) else -os.WTERMSIG(st)
+                with contextlib.suppress(OSError):
+                    os.write(sock, (json.dumps({"rc": rc}) + "\n").encode())
+                if socks.pop(sock, None) is not None:
+                    poller.unregister(sock)
+                poller.unregister(fd)
+                os.close(sock)
+                os.close(fd)
+
+
+def boot() -> tuple[dict[str, Any], dict[str, tuple[types.CodeType, dict[str, Any]]]]:
+    """Read the config, warm the interpreter, serve; returns only in a warm job process."""
+    cfd = int(sys.argv[1])
+    cfg = json.loads(os.pread(cfd, os.fstat(cfd).st_size, 0))
+    os.close(cfd)
+    warm: dict[str, tuple[types.CodeType, dict[str, Any]]] = {}
+    for src in cfg.get("warm_sources", []):
+        code = compile(src, "harness.py", "exec", dont_inherit=True)
+        ns = {"__name__": "__warm__", "__builtins__": __builtins__}
+        exec(code, ns)
+        warm[src] = (code, ns)
+    for mod in cfg.get("preimport", []):
+        with contextlib.suppress(ImportError):
+            __import__(mod)
+    if cfg.get("seccomp"):
+        bpf = bytes.fromhex(cfg["seccomp"])
+        cfg["_buf"] = buf = ctypes.create_string_buffer(bpf, len(bpf))
+        cfg["_prog"] = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(buf))
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    gc.collect()
+    gc.freeze()  # runs never scan (and so never copy-on-write) the warm heap
+    ctl = socket.socket(fileno=int(cfg["ctl_fd"]))
+    job = serve(ctl, cfg)
+    return job, warm
+
+
+if __name__ == "__main__":
+    _job, _warm = boot()
+    del boot, serve
+    run_warm(_job, _warm)

@@ -1,0 +1,159 @@
+"""A started run of the ``process`` sandbox, and the supervision of one ``run()`` call.
+
+``supervise`` enforces the wall clock and the output caps from the host side and kills the
+whole run (with namespaces: the whole pid namespace) before it returns. It does NOT bound
+CPU or memory itself: the run's rlimits and namespaces do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from verifiers.sandbox.base import Execution, Limits
+from verifiers.sandbox.pipes import Pump, drain_until
+from verifiers.sandbox.process.binds import infra_error
+from verifiers.sandbox.process.forkserver import ForkedProcess
+from verifiers.sandbox.support import limit_from, parse_frames, read_nofollow
+
+WORKDIR = "/tmp"
+PATH = "/usr/local/bin:/usr/bin:/bin"
+_UID_BASE = 1_200_000
+_uid_counter = itertools.count()
+
+
+def warm_job(command: list[str], limits: Limits) -> dict[str, Any]:
+    """The fork server's description of one job: argv, environment and rlimits."""
+    mem = limits.memory_mb * 1024 * 1024
+    cpu = max(1, math.ceil(limits.cpu_s))
+    return {
+        "argv": list(command),
+        "env": {"PATH": PATH, "HOME": WORKDIR, "LANG": "C.UTF-8", "TMPDIR": WORKDIR},
+        "rlimits": {
+            "RLIMIT_AS": [mem, mem],
+            "RLIMIT_CPU": [cpu, cpu + 1],
+            "RLIMIT_NPROC": [limits.max_processes] * 2,
+            "RLIMIT_FSIZE": [limits.max_file_bytes] * 2,
+            "RLIMIT_CORE": [0, 0],
+        },
+    }
+
+
+def next_uid() -> int:
+    """A per-run uid so concurrent runs never share an RLIMIT_NPROC count (root mode only)."""
+    return _UID_BASE + (os.getpid() % 4096) * 1024 + next(_uid_counter) % 1024
+
+
+@dataclass
+class SandboxProcess:
+    """A started sandboxed command: its pipes, and how to kill and clean it up."""
+
+    popen: subprocess.Popen[bytes]
+    started: float
+    collect_fd: int | None = None
+    scratch: str | None = None
+    _fds: list[int] = field(default_factory=list)
+
+    def kill(self) -> None:
+        """Kill the whole process group (with namespaces: the whole sandbox)."""
+        if isinstance(self.popen, ForkedProcess):
+            self.popen.kill()
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.popen.kill()
+
+    def close(self) -> None:
+        """Kill what is left, reap it, close the pipes and remove the scratch dir."""
+        self.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a server that stopped answering
+            self.popen.wait(timeout=30.0)
+        for f in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.collect_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.collect_fd)
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def supervise(
+    proc: SandboxProcess,
+    limits: Limits,
+    stdin: bytes,
+    collect: tuple[str, ...],
+    t0: float,
+    method: str,
+) -> Execution:
+    """Feed stdin, read output under the caps and the wall limit, then kill and reap the run."""
+    p = proc.popen
+    assert p.stdin and p.stdout and p.stderr
+    pump = Pump()
+    out = pump.add_reader(p.stdout.fileno(), limits.max_output_bytes)
+    err = pump.add_reader(p.stderr.fileno(), limits.max_output_bytes)
+    col_cap = (limits.max_file_bytes + 512) * max(1, len(collect))
+    col = pump.add_reader(proc.collect_fd, col_cap) if proc.collect_fd is not None else None
+    stdin_fd = os.dup(p.stdin.fileno())  # the pump owns (and closes) this copy
+    p.stdin.close()
+    pump.write(stdin_fd, stdin, close_when_done=True)
+    deadline = t0 + limits.wall_s
+    limit_hit: str | None = None
+    readers = [r for r in (out, err, col) if r is not None]
+    while True:
+        if out.overflow or err.overflow:
+            limit_hit = "output"
+            break
+        if all(r.eof for r in readers):
+            break
+        if p.poll() is not None:  # exited: a short grace for buffered output
+            drain_until(pump, lambda: all(r.eof for r in readers), time.monotonic() + 0.2)
+            break
+        now = time.monotonic()
+        if now >= deadline:
+            limit_hit = "wall"
+            break
+        pump.poll(min(deadline - now, 0.25))
+    if limit_hit is None:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            limit_hit = "wall"
+    proc.kill()
+    p.wait()
+    pump.close()
+    code = p.returncode if p.returncode >= 0 else 128 - p.returncode
+    if limit_hit in ("wall", "output"):
+        code_out: int | None = None if limit_hit == "wall" else code
+    else:
+        code_out = code
+    files = parse_frames(bytes(col.buf)) if col is not None else {}
+    if proc.scratch and collect:
+        cap = limits.max_file_bytes
+        found = {n: read_nofollow(proc.scratch, n, cap) for n in collect}
+        files = {n: d for n, d in found.items() if d is not None}
+    stderr = bytes(err.buf)
+    return Execution(
+        exit_code=code_out,
+        stdout=bytes(out.buf),
+        stderr=stderr,
+        duration_s=time.monotonic() - t0,
+        limit_hit=limit_hit or limit_from(code, stderr),
+        stdout_truncated=out.overflow,
+        stderr_truncated=err.overflow,
+        infra_error=getattr(p, "infra_error", None) or infra_error(code, stderr, method),
+        files=files,
+    )

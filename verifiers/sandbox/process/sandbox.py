@@ -1,0 +1,427 @@
+"""The ``process`` sandbox: Linux namespaces (bubblewrap, else unshare) plus rlimits.
+
+With bubblewrap (the default) a run gets new pid/net/ipc/uts (and, unprivileged, user)
+namespaces, a read-only view of only the system dirs and the interpreter's own prefix, a
+private size-limited tmpfs as its writable cwd (``/tmp``), a cleared environment, and
+rlimits on address space, CPU seconds, processes, file size and core dumps. Input files are
+read-only inside. Run as root, the command drops to a per-run unprivileged uid (so RLIMIT_NPROC
+applies and root-only files stay closed); unprivileged, it runs as the caller's uid mapped into
+a fresh user namespace. A wall-clock kill takes down the whole pid namespace.
+
+It does NOT guard against: kernel exploits (the seccomp filter is a deny list of dangerous
+calls, see seccomp.py, not an allow list); memory or CPU summed over processes (RLIMITs are
+per process, so the worst case is ``max_processes`` times the limit until the wall clock
+fires); reading world-readable files under the bound system dirs; timing
+side channels. The ``unshare`` fallback isolates network, pids, ipc and uts but NOT the
+filesystem (host files readable by the run's uid are visible; scratch size is not bounded).
+Weak mode (``allow_weak_isolation``) applies rlimits only: no network or pid isolation, and a
+process that leaves the process group survives the kill.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import time
+
+from verifiers.sandbox.base import (
+    Capabilities,
+    Execution,
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+    base_python,
+)
+from verifiers.sandbox.process.binds import (
+    bind_args,
+    sandbox_site_paths,
+    venv_site_paths,
+)
+from verifiers.sandbox.process.forkserver import UIDS, ForkServer, start_run
+from verifiers.sandbox.process.launchers import COLLECTOR, RLIMIT_LAUNCHER
+from verifiers.sandbox.process.pair import PairProcess, start_pair
+from verifiers.sandbox.process.runs import (
+    PATH,
+    WORKDIR,
+    SandboxProcess,
+    next_uid,
+    supervise,
+    warm_job,
+)
+from verifiers.sandbox.process.seccomp import build_filter
+from verifiers.sandbox.support import (
+    check_name,
+    host_scratch,
+)
+
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+class ProcessSandbox(Sandbox):
+    """Runs commands isolated by bubblewrap (or unshare) namespaces and rlimits."""
+
+    name = "process"
+
+    def __init__(
+        self,
+        allow_weak_isolation: bool = False,
+        isolation: str = "auto",
+        python: str | None = None,
+        warm: bool = True,
+    ) -> None:
+        if isolation not in ("auto", "bwrap", "unshare", "none"):
+            raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
+        if isolation == "none" and not allow_weak_isolation:
+            raise ValueError("isolation='none' needs allow_weak_isolation=True")
+        self.python = python or base_python()
+        self.allow_weak_isolation = allow_weak_isolation
+        self._root = os.geteuid() == 0
+        self._bwrap = shutil.which("bwrap")
+        self._unshare = shutil.which("unshare")
+        prlimit, setpriv = shutil.which("prlimit", path=PATH), shutil.which("setpriv", path=PATH)
+        self._prlimit = prlimit
+        self._setpriv = setpriv if self._root else None
+        self._binds = bind_args(self.python, _SYSTEM_DIRS)
+        self._seccomp = build_filter()
+        self._server: ForkServer | None = None
+        self.method = self._select(isolation)
+        self.warm_unavailable = "" if warm else "disabled"
+        if warm and self.method == "bwrap" and not self._root:
+            self.warm_unavailable = "needs root (per-run uids)"
+        elif warm and self.method == "bwrap":
+            assert self._bwrap
+            self._server = ForkServer(self._bwrap, self._binds, self.python, self._seccomp)
+            why = self._probe("bwrap")
+            if why is not None:
+                self._server.close()
+                self._server = None
+                self.warm_unavailable = why
+        self.capabilities = Capabilities(
+            spawn=True,
+            paired_runs=self._server is not None,
+            warm_scripts=self._server is not None,
+            own_pid_namespace=self.method in ("bwrap", "unshare"),
+            private_loopback=self.method in ("bwrap", "unshare"),
+            site_packages=tuple(
+                sandbox_site_paths() if self.method == "bwrap" else venv_site_paths()
+            ),
+        )
+
+    # ------------------------------------------------------------------ public API
+    def describe(self) -> dict[str, str | bool]:
+        """Backend, isolation method and whether the isolation is weak."""
+        return {
+            "backend": self.name,
+            "isolation": self.method,
+            "weak": self.method == "none",
+            "filesystem_isolated": self.method == "bwrap",
+            "uid": "per-run unprivileged uid" if self._root else "caller uid in a user namespace",
+            "executor": "forkserver" if self._server else "per-run",
+            "seccomp": self._seccomp is not None and self.method == "bwrap",
+        }
+
+    def close(self) -> None:
+        """Stop the fork server (runs still going are killed with it)."""
+        if self._server is not None:
+            self._server.close()
+
+    def run(
+        self,
+        files: dict[str, bytes | str],
+        command: list[str],
+        limits: Limits,
+        stdin: bytes = b"",
+        collect: tuple[str, ...] = (),
+    ) -> Execution:
+        """Write ``files`` into a fresh scratch dir, run ``command`` there, return what it did."""
+        t0 = time.monotonic()
+        try:
+            proc = self.spawn(files, command, limits, collect=collect)
+        except (OSError, subprocess.SubprocessError) as e:
+            return Execution(None, b"", b"", 0.0, infra_error=f"sandbox start failed: {e}")
+        try:
+            return supervise(proc, limits, stdin, collect, t0, self.method)
+        finally:
+            proc.close()
+
+    def spawn(
+        self,
+        files: dict[str, bytes | str],
+        command: list[str],
+        limits: Limits,
+        collect: tuple[str, ...] = (),
+    ) -> SandboxProcess:
+        """Start ``command`` in a fresh sandbox with piped stdin/stdout/stderr; don't wait.
+
+        The caller owns the result and must call ``close()``; the wall limit is the caller's.
+        """
+        for name in (*files, *collect):
+            check_name(name)
+        if self._server is not None:
+            return self._spawn_warm(files, command, limits, collect)
+        uid = next_uid() if self._root else None
+        inner = self._inner(command, limits, uid)
+        keep: list[int] = []
+        scratch: str | None = None
+        collect_r: int | None = None
+        try:
+            if collect and self.method == "bwrap":
+                collect_r, collect_w = os.pipe()
+                keep.append(collect_w)
+                inner = [
+                    *self._limit_prefix(limits, uid),
+                    self.python,
+                    "-I",
+                    "-S",
+                    "-c",
+                    COLLECTOR,
+                    str(collect_w),
+                    json.dumps(list(collect)),
+                    str(limits.max_file_bytes),
+                    "--",
+                    *command,
+                ]
+            if self.method == "bwrap":
+                argv = self._bwrap_argv(files, limits, inner, keep)
+                cwd = "/"
+            else:
+                scratch = host_scratch(files, uid)
+                argv = self._ns_prefix(uid) + inner
+                cwd = scratch
+            env = {
+                "PATH": PATH,
+                "HOME": WORKDIR if scratch is None else scratch,
+                "LANG": "C.UTF-8",
+                "TMPDIR": WORKDIR if scratch is None else scratch,
+            }
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                pass_fds=tuple(keep),
+                start_new_session=True,
+                close_fds=True,
+            )
+        except BaseException:
+            for fd in [*keep, *([collect_r] if collect_r is not None else [])]:
+                os.close(fd)
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        for fd in keep:
+            os.close(fd)
+        return SandboxProcess(popen, time.monotonic(), collect_r, scratch)
+
+    def _spawn_warm(
+        self,
+        files: dict[str, bytes | str],
+        command: list[str],
+        limits: Limits,
+        collect: tuple[str, ...],
+    ) -> SandboxProcess:
+        assert self._server is not None
+        job = {
+            **warm_job(command, limits),
+            "uid": UIDS.take(),
+            "scratch_bytes": limits.scratch_mb * 1024 * 1024,
+            "collect": list(collect),
+            "cap": limits.max_file_bytes,
+        }
+        proc, collect_r = start_run(self._server, job, files, bool(collect))
+        return SandboxProcess(proc, time.monotonic(), collect_r)
+
+    def spawn_pair(
+        self,
+        cand: tuple[dict[str, bytes | str], list[str]],
+        tests: tuple[dict[str, bytes | str], list[str]],
+        limits: Limits,
+    ) -> PairProcess:
+        """Start a candidate and its tests as one warm pair run (see ``forkserver_pair``).
+
+        ``cand``/``tests`` are (files, command); the tests' command gets the candidate's pid
+        appended. Only with a fork server (``capabilities.paired_runs``).
+        """
+        if self._server is None:
+            raise NotImplementedError("pair runs need the fork server (capabilities.paired_runs)")
+        for name in (*cand[0], *tests[0]):
+            check_name(name)
+        return start_pair(
+            self._server,
+            warm_job(cand[1], limits),
+            warm_job(tests[1], limits),
+            cand[0],
+            tests[0],
+            limits.scratch_mb * 1024 * 1024,
+        )
+
+    # ------------------------------------------------------------------ supervision
+    # ------------------------------------------------------------------ argv building
+    def _limit_prefix(self, limits: Limits, uid: int | None) -> list[str]:
+        mem = limits.memory_mb * 1024 * 1024
+        cpu = max(1, math.ceil(limits.cpu_s))
+        if self._prlimit and (uid is None or self._setpriv):
+            pre = [
+                self._prlimit,
+                f"--as={mem}",
+                f"--cpu={cpu}:{cpu + 1}",
+                f"--nproc={limits.max_processes}",
+                f"--fsize={limits.max_file_bytes}",
+                "--core=0",
+                "--",
+            ]
+            if uid is not None and self._setpriv:
+                pre += [self._setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+            return pre
+        cfg = {
+            "rl": {
+                "RLIMIT_AS": [mem, mem],
+                "RLIMIT_CPU": [cpu, cpu + 1],
+                "RLIMIT_NPROC": [limits.max_processes] * 2,
+                "RLIMIT_FSIZE": [limits.max_file_bytes] * 2,
+                "RLIMIT_CORE": [0, 0],
+            },
+            "uid": uid,
+        }
+        return [self.python, "-I", "-S", "-c", RLIMIT_LAUNCHER, json.dumps(cfg), "--"]
+
+    def _inner(self, command: list[str], limits: Limits, uid: int | None) -> list[str]:
+        return self._limit_prefix(limits, uid) + list(command)
+
+    def _bwrap_argv(
+        self, files: dict[str, bytes | str], limits: Limits, inner: list[str], keep: list[int]
+    ) -> list[str]:
+        assert self._bwrap
+        ns = (
+            [
+                "--unshare-pid",
+                "--unshare-net",
+                "--unshare-ipc",
+                "--unshare-uts",
+                "--unshare-cgroup-try",
+                "--cap-add",
+                "CAP_SETUID",
+                "--cap-add",
+                "CAP_SETGID",
+            ]
+            if self._root
+            else ["--unshare-all"]
+        )
+        argv = [
+            self._bwrap,
+            *ns,
+            "--die-with-parent",
+            "--new-session",
+            *self._binds,
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(limits.scratch_mb * 1024 * 1024),
+            "--perms",
+            "1777",
+            "--tmpfs",
+            WORKDIR,
+        ]
+        if self._seccomp:
+            sfd = os.memfd_create("sandbox-seccomp")
+            keep.append(sfd)
+            os.write(sfd, self._seccomp)
+            os.lseek(sfd, 0, os.SEEK_SET)
+            argv += ["--seccomp", str(sfd)]
+        made: set[str] = set()
+        for name, content in files.items():
+            parts = name.split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                d = "/".join(parts[:i])
+                if d not in made:
+                    made.add(d)
+                    argv += ["--perms", "0755", "--dir", f"{WORKDIR}/{d}"]
+            fd = os.memfd_create("sandbox-file")
+            keep.append(fd)
+            data = content.encode() if isinstance(content, str) else content
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.lseek(fd, 0, os.SEEK_SET)
+            argv += ["--perms", "0444", "--ro-bind-data", str(fd), f"{WORKDIR}/{name}"]
+        argv += [
+            "--chdir",
+            WORKDIR,
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            PATH,
+            "--setenv",
+            "HOME",
+            WORKDIR,
+            "--setenv",
+            "TMPDIR",
+            WORKDIR,
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--",
+            *inner,
+        ]
+        return argv
+
+    def _ns_prefix(self, uid: int | None) -> list[str]:
+        if self.method == "unshare":
+            assert self._unshare
+            user = [] if self._root else ["--user", "--map-root-user"]
+            return [
+                self._unshare,
+                *user,
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--mount-proc",
+                "--net",
+                "--ipc",
+                "--uts",
+                "--",
+            ]
+        return []
+
+    # ------------------------------------------------------------------ probing
+    def _select(self, isolation: str) -> str:
+        order = {
+            "auto": ["bwrap", "unshare"],
+            "bwrap": ["bwrap"],
+            "unshare": ["unshare"],
+            "none": ["none"],
+        }[isolation]
+        reasons: list[str] = []
+        for method in order:
+            why = self._probe(method)
+            if why is None:
+                return method
+            reasons.append(f"{method}: {why}")
+        if isolation == "auto" and self.allow_weak_isolation:
+            return "none"
+        raise SandboxUnavailable(
+            "no namespace isolation works here (" + "; ".join(reasons) + "). Install bubblewrap "
+            "and allow user namespaces, or accept rlimits only with --allow-weak-isolation "
+            "(allow_weak_isolation=True)."
+        )
+
+    def _probe(self, method: str) -> str | None:
+        tool = {"bwrap": self._bwrap, "unshare": self._unshare}.get(method, "none")
+        if not tool:
+            return "not installed"
+        self.method = method
+        ex = self.run(
+            {"probe.txt": "ok"},
+            [self.python, "-I", "-S", "-c", "print(open('probe.txt').read())"],
+            Limits(wall_s=20, cpu_s=10),
+        )
+        if ex.stdout.strip() == b"ok" and ex.exit_code == 0:
+            return None
+        return (ex.infra_error or ex.stderr.decode(errors="replace").strip() or "failed")[:300]

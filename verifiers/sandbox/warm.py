@@ -1,0 +1,27 @@
+"""Trusted scripts that backends with ``capabilities.warm_scripts`` compile before any run.
+
+A family registers its guest harness here at import time; a backend reads ``warm_sources()``
+when it starts its warm interpreter (fork server, container server) and restarts it when
+the list has grown since. Only trusted project code belongs here: a registered script is
+compiled in the warm parent that every later run is forked from.
+"""
+
+from __future__ import annotations
+
+import threading
+
+_LOCK = threading.Lock()
+_SOURCES: list[str] = []
+
+
+def register_warm_script(source: str) -> None:
+    """Have warm backends compile ``source`` once so runs of it skip the compile."""
+    with _LOCK:
+        if source not in _SOURCES:
+            _SOURCES.append(source)
+
+
+def warm_sources() -> list[str]:
+    """The scripts registered so far, in registration order."""
+    with _LOCK:
+        return list(_SOURCES)
