@@ -154,12 +154,9 @@ PROBES = {
         """,
     "raw_socket": """
         import socket
-        for host in ("1.1.1.1", "8.8.8.8"):
-            try:
-                socket.create_connection((host, 53), timeout=2).close()
-                found.append(f"connected to {host}")
-            except OSError:
-                pass
+        others = {n for _, n in socket.if_nameindex()} - {"lo"}
+        if others:  # checked without sending: no interface but loopback, so no way out
+            found.append(f"interfaces {sorted(others)}")
         """,
     "host_secrets": """
         import os

@@ -234,15 +234,6 @@ def test_rejects_escaping_file_names(sandbox, name):
         sandbox.run({name: "x"}, ["/bin/true"], FAST)
 
 
-def test_overhead_is_low(sandbox):
-    times = []
-    for _ in range(15):
-        t = time.perf_counter()
-        sandbox.run({}, ["/bin/true"], FAST)
-        times.append(time.perf_counter() - t)
-    assert sorted(times)[len(times) // 2] < 0.05
-
-
 def test_warm_fork_server_is_used_as_root(sandbox):
     if os.geteuid() != 0:
         pytest.skip("the fork server needs root (per-run uids)")

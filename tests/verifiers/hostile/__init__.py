@@ -9,14 +9,19 @@ filled in by the tests.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[3]  # this checkout: a run must not see it
+
 NET = {
-    "tcp_outside": "import socket\ntry:\n socket.create_connection(('1.1.1.1', 53), 2); print('ESCAPED')\n"
-    "except OSError as e: print('blocked')",
-    "dns_lookup": "import socket\ntry:\n socket.getaddrinfo('example.com', 80); print('ESCAPED')\n"
-    "except OSError as e: print('blocked')",
-    "udp_outside": "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.settimeout(1)\n"
-    "try:\n s.sendto(b'x', ('8.8.8.8', 53)); s.recv(10); print('ESCAPED')\n"
-    "except OSError as e: print('blocked')",
+    # Reaching outside is checked without sending anything: a run must see no interface but
+    # loopback and no route off it (so no packet could leave even if one were sent).
+    "interfaces_only_lo": "import socket\nnames = {{n for _, n in socket.if_nameindex()}}\n"
+    "print('ESCAPED', sorted(names)) if names - {{'lo'}} else print('blocked')",
+    "no_route_out": "rows = []\nfor f in ('/proc/net/route', '/proc/net/ipv6_route'):\n"
+    " try: rows += [r.split() for r in open(f).read().splitlines()]\n except OSError: pass\n"
+    "out = [r for r in rows if r and r[0] not in ('Iface', 'lo') and r[-1] != 'lo']\n"
+    "print('ESCAPED', out) if out else print('blocked')",
     "host_loopback": "import socket\ntry:\n socket.create_connection(('127.0.0.1', {port}), 2)\n"
     " print('ESCAPED')\nexcept OSError: print('blocked')",
     "host_loopback_v6": "import socket\ntry:\n socket.create_connection(('::1', {port}), 2)\n"
@@ -35,8 +40,10 @@ SECRETS = {
     "proc_environ": "import os\nfor p in os.listdir('/proc'):\n if p.isdigit():\n  try:\n"
     "   if {secret!r}.encode() in open(f'/proc/{{p}}/environ', 'rb').read(): print('LEAK')\n"
     "  except OSError: pass\nprint('clean')",
-    "repo_source": "import os\nfor p in ('/work/main/verifiers/process.py', '/work/main/pyproject.toml'):\n"
-    " try: open(p); print('LEAK', p)\n except OSError: pass\nprint('done')",
+    "repo_source": "import os\nfor p in (%r, %r):\n"
+    % (str(_REPO / "verifiers"), str(_REPO / "pyproject.toml"))
+    + " try: os.listdir(p) if os.path.isdir(p) else open(p); print('LEAK', p)\n"
+    " except OSError: pass\nprint('done')",
 }
 
 WRITES = {
