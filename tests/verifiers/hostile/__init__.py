@@ -40,9 +40,8 @@ SECRETS = {
     "proc_environ": "import os\nfor p in os.listdir('/proc'):\n if p.isdigit():\n  try:\n"
     "   if {secret!r}.encode() in open(f'/proc/{{p}}/environ', 'rb').read(): print('LEAK')\n"
     "  except OSError: pass\nprint('clean')",
-    "repo_source": "import os\nfor p in (%r, %r):\n"
-    % (str(_REPO / "verifiers"), str(_REPO / "pyproject.toml"))
-    + " try: os.listdir(p) if os.path.isdir(p) else open(p); print('LEAK', p)\n"
+    "repo_source": f"import os\nfor p in {(str(_REPO / 'verifiers'), str(_REPO / 'pyproject.toml'))!r}:\n"
+    " try: os.listdir(p) if os.path.isdir(p) else open(p); print('LEAK', p)\n"
     " except OSError: pass\nprint('done')",
 }
 
