@@ -84,9 +84,9 @@ def test_exact_dedup_keeps_earliest_and_folds_case_and_space() -> None:
 
 def test_filter_applies_the_band_and_records_pass_rates() -> None:
     scored = [
-        Scored(_item(1, "easy", "p1"), 4, 4, "m"),
-        Scored(_item(2, "mid", "p2"), 4, 2, "m"),
-        Scored(_item(3, "hard", "p3"), 4, 0, "m"),
+        Scored(_item(1, "easy", "p1"), 4, 4, "m", 4),
+        Scored(_item(2, "mid", "p2"), 4, 2, "m", 4),
+        Scored(_item(3, "hard", "p3"), 4, 0, "m", 4),
     ]
     with BeamPipeline() as p:
         out = p | beam.Create(scored) | Filter(BandConfig(), "run1", "fp")
