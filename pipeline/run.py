@@ -105,6 +105,12 @@ def _column(files: list[Path], name: str) -> list[Any]:
     return values
 
 
+def _short(files: list[Path]) -> int:
+    """Scored tasks (0 < n) in these shards that got fewer samples than asked."""
+    pairs = zip(_column(files, "n"), _column(files, "n_requested"), strict=True)
+    return sum(1 for n, asked in pairs if n and asked is not None and n < asked)
+
+
 def summarise(root: Path) -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, Any]]:
     """Counts read back from the written shards: totals, reasons, histogram, file lists."""
     task_files, rej_files, roll_files = (
@@ -117,7 +123,14 @@ def summarise(root: Path) -> tuple[dict[str, int], dict[str, int], dict[str, int
     filtered_rates = [r for r in _column(rej_files, "pass_rate") if r is not None]
     rollouts = sum(pq.read_metadata(f).num_rows for f in roll_files)
     hist = Counter(histogram_bin(r) for r in [*kept_rates, *filtered_rates])
-    counts = {"kept": len(kept_rates), "rejected": sum(reasons.values()), "rollouts": rollouts}
+    short_kept = _short(task_files)
+    counts = {
+        "kept": len(kept_rates),
+        "rejected": sum(reasons.values()),
+        "rollouts": rollouts,
+        "short_samples": short_kept + _short(rej_files),
+        "short_samples_kept": short_kept,
+    }
     outputs = {
         "tasks": [str(f.relative_to(root)) for f in task_files],
         "rejected": [str(f.relative_to(root)) for f in rej_files],

@@ -10,6 +10,16 @@ from rich.table import Table
 from schemas import Manifest
 
 
+def short_samples_line(manifest: Manifest) -> str:
+    """How many scored tasks got fewer samples than asked, and how many of them were kept."""
+    c = manifest.counts
+    short, kept = c.get("short_samples", 0), c.get("short_samples_kept", 0)
+    asked = manifest.config.get("sampler", {}).get("samples", "K")
+    if not short:
+        return "0"
+    return f"{short} got < {asked} samples ({kept} kept, scored on their real n)"
+
+
 def render_summary(manifest: Manifest, output: Path, console: Console) -> None:
     c = manifest.counts
     head = Table(title=f"tasksieve curate — run {manifest.run_id}", show_header=False)
@@ -17,6 +27,7 @@ def render_summary(manifest: Manifest, output: Path, console: Console) -> None:
     head.add_column("value", justify="right")
     for key in ("input", "kept", "rejected", "rollouts"):
         head.add_row(f"tasks {key}" if key != "rollouts" else "rollouts", str(c.get(key, 0)))
+    head.add_row("tasks short of samples", short_samples_line(manifest))
     head.add_row("model", manifest.model_id)
     head.add_row("sandbox", str(manifest.sandbox.get("isolation", manifest.sandbox)))
     head.add_row("config fingerprint", manifest.config_fingerprint)

@@ -1,7 +1,9 @@
 """Arrow schemas for the Parquet shards, derived from the pydantic records.
 
-Nested models become structs, lists become lists; the verifier spec travels as JSON text so
-that one column type serves all families. Every schema carries ``schema_version`` metadata;
+Nested models become structs, lists become lists; the verifier spec and the task metadata
+travel as JSON text (fields marked ``contentMediaType: application/json``), stored with
+Parquet's JSON logical type, so one column type serves every shape and DuckDB reads them as
+its JSON type. Every schema carries ``schema_version`` metadata;
 the writer adds the run's config fingerprint.
 """
 
@@ -14,7 +16,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import pyarrow as pa
 from pydantic import BaseModel
 
-from schemas.records import CuratedTask, RejectedRecord, Rollout
+from schemas.records import JSON_TEXT, CuratedTask, RejectedRecord, Rollout
 from schemas.task import SCHEMA_VERSION
 
 
@@ -47,10 +49,13 @@ def _arrow_type(tp: Any) -> tuple[pa.DataType, bool]:
 
 
 def model_fields(model: type[BaseModel]) -> list[pa.Field]:
+    """One nullable Arrow field per model field, in declaration order."""
     hints = typing.get_type_hints(model)
     out = []
-    for name in model.model_fields:
+    for name, info in model.model_fields.items():
         typ, _nullable = _arrow_type(hints[name])
+        if info.json_schema_extra == JSON_TEXT:
+            typ = pa.json_()
         out.append(pa.field(name, typ, nullable=True))
     return out
 

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+from pydantic.json_schema import JsonDict
 
-from schemas.task import SCHEMA_VERSION
+from schemas.strict import STRICT
+from schemas.task import SCHEMA_VERSION, TaskRecord
+
+JSON_TEXT: JsonDict = {"contentMediaType": "application/json"}
+"""Marks a string field that holds JSON text (Parquet: the JSON logical type)."""
 
 VerdictStatus = Literal["pass", "fail", "timeout", "error", "infra_error"]
 Difficulty = Literal["too_easy", "keep", "too_hard"]
 
 
 class _Rec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """No unknown fields, no type coercion (see schemas.strict)."""
+
+    model_config = STRICT
 
 
 class CheckResult(_Rec):
@@ -90,18 +98,33 @@ class Lineage(_Rec):
 
 
 class CuratedTask(_Rec):
-    """A kept task with its measured difficulty."""
+    """A kept task with its measured difficulty, and every field of the input task, whole.
+
+    ``task_record()`` gives back a TaskRecord equal to the one that was read in.
+    """
 
     id: str
     family: str
     prompt: str
-    verifier: str = Field(description="The verifier spec as JSON text.")
+    verifier: str = Field(
+        description="The verifier spec as canonical JSON text.", json_schema_extra=JSON_TEXT
+    )
     reference_solution: str
     source_dataset: str
     source_license: str
+    source_url: str | None = None
+    source_author: str | None = None
     tags: list[str] = Field(default_factory=list)
-    n: int
+    metadata: str = Field(
+        default="{}",
+        description="The task's metadata object as canonical JSON text (sorted keys).",
+        json_schema_extra=JSON_TEXT,
+    )
+    n: int = Field(description="Samples obtained and verified (k of n passed).")
     k: int
+    n_requested: int = Field(
+        description="Samples asked of the sampler (K); n < n_requested when it returned fewer."
+    )
     pass_rate: float
     ci_low: float
     ci_high: float
@@ -110,6 +133,26 @@ class CuratedTask(_Rec):
     findings: list[Finding] = Field(default_factory=list)
     lineage: Lineage
     schema_version: str = SCHEMA_VERSION
+
+    def task_record(self) -> TaskRecord:
+        """The input task this row was made from (raises ValidationError if the row was edited)."""
+        return TaskRecord.model_validate(
+            {
+                "id": self.id,
+                "family": self.family,
+                "prompt": self.prompt,
+                "verifier": json.loads(self.verifier),
+                "reference_solution": self.reference_solution,
+                "source": {
+                    "dataset": self.source_dataset,
+                    "license": self.source_license,
+                    "url": self.source_url,
+                    "author": self.source_author,
+                },
+                "tags": self.tags,
+                "metadata": json.loads(self.metadata),
+            }
+        )
 
 
 class RejectedRecord(_Rec):
@@ -122,10 +165,15 @@ class RejectedRecord(_Rec):
     detail: str = ""
     source_file: str
     source_line: int
-    raw: str = Field(default="", description="The input record as text (truncated).")
+    raw: str = Field(
+        default="",
+        description="The input record as text, whole: for JSON and JSONL input the record's "
+        "exact text, for Parquet/Arrow input its row as JSON.",
+    )
     run_id: str
     n: int | None = None
     k: int | None = None
+    n_requested: int | None = None
     pass_rate: float | None = None
 
 
@@ -143,7 +191,10 @@ class Manifest(_Rec):
     sampler: str
     sandbox: dict[str, Any]
     inputs: list[str]
-    counts: dict[str, int] = Field(description="input, kept, rejected, rollouts")
+    counts: dict[str, int] = Field(
+        description="input, kept, rejected, rollouts; short_samples (scored tasks that got "
+        "fewer samples than asked) and short_samples_kept (those of them kept)"
+    )
     rejected_by_reason: dict[str, int]
     stage_counters: dict[str, int]
     pass_rate_histogram: dict[str, int]

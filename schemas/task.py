@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from schemas.strict import STRICT, JsonInt, JsonObject
+
 SCHEMA_VERSION = "1.0"
 
 Family = Literal["code", "sql", "api", "config"]
@@ -17,7 +19,9 @@ FAMILIES: tuple[str, ...] = ("code", "sql", "api", "config")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Frozen, no unknown fields, no type coercion (see schemas.strict)."""
+
+    model_config = ConfigDict(**STRICT, frozen=True)
 
 
 # ---------------------------------------------------------------- code
@@ -49,7 +53,7 @@ class CodeSpec(_Strict):
         default=None, description="Code run before the tests (imports, helpers)."
     )
     timeout_s: float = Field(default=10.0, gt=0, le=600)
-    memory_mb: int = Field(default=512, ge=16, le=65536)
+    memory_mb: JsonInt = Field(default=512, ge=16, le=65536)
 
     @model_validator(mode="after")
     def _style_fields(self) -> CodeSpec:
@@ -99,7 +103,7 @@ class SqlSpec(_Strict):
     compare: SqlCompare = Field(default_factory=SqlCompare)
     perturb: bool = Field(default=False, description="Also compare on perturbed copies.")
     timeout_s: float = Field(default=10.0, gt=0, le=600)
-    memory_mb: int = Field(default=256, ge=16, le=65536)
+    memory_mb: JsonInt = Field(default=256, ge=16, le=65536)
 
     @model_validator(mode="after")
     def _one_answer(self) -> SqlSpec:
@@ -139,7 +143,7 @@ class ApiSpec(_Strict):
     initial_state: ApiInitialState = Field(default_factory=ApiInitialState)
     expected_state: ApiExpectedState
     timeout_s: float = Field(default=30.0, gt=0, le=600)
-    memory_mb: int = Field(default=512, ge=16, le=65536)
+    memory_mb: JsonInt = Field(default=512, ge=16, le=65536)
 
     def test_count(self) -> int:
         e = self.expected_state
@@ -179,8 +183,8 @@ class ConfigSpec(_Strict):
     kubernetes_version: str | None = None
     json_schema: dict[str, Any] | None = None
     policies: list[PolicyCheck] = Field(default_factory=list)
-    max_bytes: int = Field(default=1_000_000, gt=0)
-    max_depth: int = Field(default=64, gt=0)
+    max_bytes: JsonInt = Field(default=1_000_000, gt=0)
+    max_depth: JsonInt = Field(default=64, gt=0)
 
     @model_validator(mode="after")
     def _schema_given(self) -> ConfigSpec:
@@ -214,7 +218,11 @@ class TaskRecord(_Strict):
     reference_solution: str
     source: SourceInfo = Field(default_factory=SourceInfo)
     tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, str] = Field(default_factory=dict)
+    metadata: JsonObject = Field(
+        default_factory=dict,
+        description="Anything else the author wants kept with the task (any JSON object); "
+        "carried whole into the kept task's metadata column.",
+    )
 
     @model_validator(mode="after")
     def _family_matches(self) -> TaskRecord:

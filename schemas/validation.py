@@ -2,8 +2,10 @@
 
 A problem names the file, line, task id and the field as a dotted path through the document
 (``verifier.io_cases.0.stdout``): pydantic's discriminated-union tags are removed, so the path
-reads like the input. Messages are pydantic's, without its "Value error, " prefix, with the
-JSON type of the offending value added to type errors.
+reads like the input. Messages are pydantic's, without its "Value error, " prefix; a type
+error also says what was given, its JSON type and value (``Input should be a valid number
+(got string "600")``): the models are strict (schemas.strict), so ``"600"`` for a number,
+``"true"`` or ``1`` for a boolean and ``2.5`` for an integer are errors, not conversions.
 
 A ``verifier`` given as JSON text (as in tasksieve's own shards and many Parquet/HF datasets)
 is decoded before validation. Not checked here: duplicate ids across records (the caller
@@ -24,6 +26,8 @@ from schemas.task import TaskRecord
 UNKNOWN = "-"
 _DISCRIMINATOR = "family"
 _ID_LIMIT = 120
+_VALUE_LIMIT = 60
+_SHOW_INPUT = ("literal_error", "finite_number")
 JSON_TYPES = {
     dict: "object",
     list: "array",
@@ -67,15 +71,26 @@ def display_id(data: Mapping[str, Any] | None) -> str:
     return shown if len(shown) <= _ID_LIMIT else shown[:_ID_LIMIT] + "..."
 
 
+def _json_tag(node: Any, step: int | str) -> bool:
+    """Whether ``step`` is the union tag pydantic adds inside a JSON value (``dict``, ``str``)."""
+    if not isinstance(step, str) or (isinstance(node, Mapping) and step in node):
+        return False
+    return node is not None and type(node).__name__ == step
+
+
 def field_path(loc: tuple[int | str, ...], data: Any) -> str:
     """Dotted path for a pydantic error location, with union tags dropped ("-" for the root).
 
     A location step is a tag when the object there has no such key and its ``family`` (the
-    discriminator) equals the step, e.g. ``("verifier", "code", "style")`` -> ``verifier.style``.
+    discriminator) equals the step, e.g. ``("verifier", "code", "style")`` -> ``verifier.style``,
+    or when it names the Python type of the value there (JSON values: ``metadata.a.dict.b``
+    -> ``metadata.a.b``).
     """
     parts: list[str] = []
     node = data
     for step in loc:
+        if _json_tag(node, step):
+            continue
         if isinstance(node, Mapping) and isinstance(step, str) and step not in node:
             if node.get(_DISCRIMINATOR) == step:
                 continue
@@ -90,13 +105,27 @@ def field_path(loc: tuple[int | str, ...], data: Any) -> str:
     return ".".join(parts) if parts else UNKNOWN
 
 
+def given(value: Any) -> str:
+    """Describe a given value for a message: its JSON type, and the value when it is scalar."""
+    kind = JSON_TYPES.get(type(value), type(value).__name__)
+    if isinstance(value, dict | list) or value is None:
+        return kind
+    try:
+        shown = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        shown = repr(value)
+    if len(shown) > _VALUE_LIMIT:
+        shown = shown[:_VALUE_LIMIT] + "..."
+    return f"{kind} {shown}"
+
+
 def _message(err: Mapping[str, Any]) -> str:
     msg = str(err["msg"])
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    if str(err["type"]).endswith("_type") and "input" in err:
-        value = err["input"]
-        msg += f" (got {JSON_TYPES.get(type(value), type(value).__name__)})"
+    kind = str(err["type"])
+    if (kind.endswith("_type") or kind in _SHOW_INPUT) and "input" in err:
+        msg += f" (got {given(err['input'])})"
     return msg
 
 

@@ -9,8 +9,6 @@ from typing import Any
 
 from schemas import Finding, GateResult, RejectedRecord, TaskRecord
 
-RAW_LIMIT = 4096
-
 
 @dataclass
 class Item:
@@ -20,7 +18,7 @@ class Item:
     source_file: str
     source_line: int
     input_sha256: str
-    raw: str = ""
+    raw: str = ""  # the input record's text, whole (rejected rows carry it for re-ingestion)
     findings: list[Finding] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
     reference_s: float | None = None  # the reference's measured runtime (set by the gates)
@@ -37,12 +35,18 @@ class Item:
 
 @dataclass
 class Scored:
-    """A task with its verified samples counted."""
+    """A task with its verified samples counted: k of n passed, n of ``requested`` obtained."""
 
     item: Item
     n: int
     k: int
     model_id: str
+    requested: int
+
+    @property
+    def short(self) -> bool:
+        """Whether the sampler returned fewer samples than asked."""
+        return self.n < self.requested
 
 
 def sha256_text(text: str) -> str:
@@ -67,9 +71,14 @@ def rejection(
     raw: str = "",
     n: int | None = None,
     k: int | None = None,
+    n_requested: int | None = None,
     pass_rate: float | None = None,
 ) -> dict[str, Any]:
-    """Build a rejected-record row (a plain dict matching ``RejectedRecord``)."""
+    """Build a rejected-record row (a plain dict matching ``RejectedRecord``).
+
+    ``raw`` (or the item's) is kept whole so that the record can be fixed and fed back in;
+    only ``detail``, the pipeline's own message, is shortened.
+    """
     if item is not None:
         source_file, source_line = item.source_file, item.source_line
         record_id, family = item.id, item.task.family
@@ -82,10 +91,11 @@ def rejection(
         detail=detail[:2000],
         source_file=source_file,
         source_line=source_line,
-        raw=raw[:RAW_LIMIT],
+        raw=raw,
         run_id=run_id,
         n=n,
         k=k,
+        n_requested=n_requested,
         pass_rate=pass_rate,
     )
     return rec.model_dump()

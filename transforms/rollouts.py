@@ -1,4 +1,12 @@
-"""Rollouts and Verify: K samples per task from a Sampler, each executed by the verifier."""
+"""Rollouts and Verify: K samples per task from a Sampler, each executed by the verifier.
+
+A sampler may return fewer than K completions for a task (a replay file with fewer rows).
+That is not an error: the task is verified and scored on the n it got, its Scored (and so
+its kept or filtered row) records n and the K asked, and the counters
+``rollouts.short_samples`` (tasks with 0 < n < K) and ``rollouts.samples_missing`` (K - n
+summed over all tasks) make the shortfall visible. A task with no completion at all is
+rejected as ``rollouts.no_samples``.
+"""
 
 from __future__ import annotations
 
@@ -51,7 +59,7 @@ class Rollouts(beam.PTransform):
         return (
             {"item": keyed, "samples": samples}
             | "Join" >> beam.CoGroupByKey()
-            | "Pair" >> beam.Map(_pair)
+            | "Pair" >> beam.Map(_pair, self.cfg.samples)
         )
 
 
@@ -61,13 +69,32 @@ def _sampled(kv: tuple[str, Samples]) -> tuple[str, Samples]:
     return kv
 
 
-def _pair(kv: tuple[str, dict[str, Iterable[Any]]]) -> tuple[Item, Samples]:
+def _pair(kv: tuple[str, dict[str, Iterable[Any]]], requested: int) -> tuple[Item, Samples]:
     groups = kv[1]
     (item,) = list(groups["item"])
     got = list(groups["samples"])
-    if not got:  # the sampler dropped the task: Verify rejects it as rollouts.no_samples
-        return item, Samples(item.id, [], "", "none")
-    return item, got[0]
+    # the sampler dropped the task: Verify rejects it as rollouts.no_samples
+    samples = got[0] if got else Samples(item.id, [], "", "none", requested)
+    count_shortfall(samples)
+    return item, samples
+
+
+def count_shortfall(samples: Samples) -> None:
+    """Count (and log) a task that got fewer completions than asked."""
+    missing = samples.shortfall
+    if not missing:
+        return
+    count("rollouts.samples_missing", missing)
+    if samples.completions:
+        count("rollouts.short_samples")
+        log.warning(
+            "%s: sampler %s returned %d of %d samples; scoring on %d",
+            samples.task_id,
+            samples.sampler,
+            len(samples.completions),
+            samples.requested,
+            len(samples.completions),
+        )
 
 
 class VerifyFn(beam.DoFn):
@@ -102,9 +129,12 @@ class VerifyFn(beam.DoFn):
                 rejection(
                     stage="rollouts",
                     reason="rollouts.no_samples",
-                    detail=f"sampler {samples.sampler} returned no completion",
+                    detail=f"sampler {samples.sampler} returned no completion "
+                    f"of {samples.requested} asked",
                     run_id=self.run_id,
                     item=item,
+                    n=0,
+                    n_requested=samples.requested,
                 )
             )
             return
@@ -157,7 +187,7 @@ class VerifyFn(beam.DoFn):
             return
         k = sum(v.passed for v in verdicts)
         log.info("verified %s: %d/%d samples pass", task.id, k, len(verdicts))
-        yield Scored(item, len(verdicts), k, samples.model_id)
+        yield Scored(item, len(verdicts), k, samples.model_id, samples.requested)
 
 
 class Verify(beam.PTransform):

@@ -1,4 +1,11 @@
-"""PassRate and Filter: k of n with a Wilson interval, then the difficulty band."""
+"""PassRate and Filter: k of n with a Wilson interval, then the difficulty band.
+
+n is the number of samples actually obtained and verified, which can be fewer than the K
+asked (a replay file with fewer rows for the task): such a task is scored on its real n
+(the Wilson interval widens accordingly) and kept or filtered like any other; its row
+records both (``n``, ``n_requested``). A task with no sample at all never gets here
+(rejected as ``rollouts.no_samples``).
+"""
 
 from __future__ import annotations
 
@@ -25,9 +32,13 @@ def curated_row(s: Scored, run_id: str, fingerprint: str, difficulty: Difficulty
         reference_solution=task.reference_solution,
         source_dataset=task.source.dataset,
         source_license=task.source.license,
+        source_url=task.source.url,
+        source_author=task.source.author,
         tags=list(task.tags),
+        metadata=canonical_json(task.metadata),
         n=s.n,
         k=s.k,
+        n_requested=s.requested,
         pass_rate=s.k / s.n,
         ci_low=lo,
         ci_high=hi,
@@ -68,6 +79,7 @@ class FilterFn(beam.DoFn):
                     item=s.item,
                     n=s.n,
                     k=s.k,
+                    n_requested=s.requested,
                     pass_rate=rate,
                 )
             )

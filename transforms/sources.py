@@ -6,7 +6,10 @@ incremental ``raw_decode`` over a buffer filled in chunks, Parquet by row batche
 ``*.arrow`` files of a ``datasets.save_to_disk`` directory by Arrow IPC record batches.
 
 A record that does not parse is still yielded, with ``data=None`` and an ``error`` naming the
-problem and its column, so one bad line never stops a file. Problems with the file as a whole
+problem and its column, so one bad line never stops a file. Every record keeps its text whole
+in ``raw`` (JSON/JSONL: the record's own text without surrounding whitespace; Parquet/Arrow:
+the row as JSON), so a rejected record can be fixed and read in again; bytes that are not
+UTF-8 are the exception, shown as ``\\xNN`` escapes. Problems with the file as a whole
 (missing, unreadable, corrupt Parquet/Arrow/gzip, a JSON array that is never closed) raise
 ``InputError`` with a message that names the path.
 
@@ -33,7 +36,6 @@ from typing import IO, Any
 
 from schemas.validation import JSON_TYPES
 
-RAW_LIMIT = 4096
 _CHUNK = 1 << 16
 _BATCH_ROWS = 1024
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -168,19 +170,15 @@ def json_type_name(value: Any) -> str:
     return JSON_TYPES.get(type(value), type(value).__name__)
 
 
-def _truncate(text: str) -> str:
-    return text[:RAW_LIMIT]
-
-
 def _record(path: str, line: int, value: Any, raw: str) -> SourceRecord:
     if isinstance(value, dict):
-        return SourceRecord(path, line, value, None, _truncate(raw))
+        return SourceRecord(path, line, value, None, raw)
     msg = f"expected a JSON object, got {json_type_name(value)}"
-    return SourceRecord(path, line, None, msg, _truncate(raw))
+    return SourceRecord(path, line, None, msg, raw)
 
 
 def _failed(path: str, line: int, error: str, raw: str) -> SourceRecord:
-    return SourceRecord(path, line, None, error, _truncate(raw))
+    return SourceRecord(path, line, None, error, raw)
 
 
 def _open_bytes(path: str) -> IO[bytes]:
@@ -366,7 +364,8 @@ class _JsonStream:
         if pos == start and not in_array:
             pos = start + 1  # always make progress outside arrays
         self.pos = min(pos, len(self.buf))
-        return _failed(self.path, line, error, _clean(self.buf[start : self.pos]))
+        # whitespace up to the delimiter that ended the value is not part of the record
+        return _failed(self.path, line, error, _clean(self.buf[start : self.pos].rstrip(" \t\r\n")))
 
 
 def _iter_json(path: str) -> Iterator[SourceRecord]:
@@ -425,7 +424,7 @@ def _drop_nulls(value: Any) -> Any:
 def _row_record(path: str, row: int, item: dict[str, Any]) -> SourceRecord:
     data = _drop_nulls(item)
     raw = json.dumps(data, ensure_ascii=False, default=str)
-    return SourceRecord(path, row, data, None, _truncate(raw))
+    return SourceRecord(path, row, data, None, raw)
 
 
 def _iter_parquet(path: str) -> Iterator[SourceRecord]:

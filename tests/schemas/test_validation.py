@@ -84,12 +84,12 @@ CONFIG_SPEC = {
         (
             _set("reference_solution", 1),
             "reference_solution",
-            "Input should be a valid string (got number)",
+            "Input should be a valid string (got number 1)",
         ),
         (_set("id", "has space"), "id", "String should match pattern"),
         (_set("extra", 1), "extra", "Extra inputs are not permitted"),
-        (_set("metadata", {"k": 1}), "metadata.k", "Input should be a valid string (got number)"),
-        (_set("tags", "a,b"), "tags", "Input should be a valid list (got string)"),
+        (_set("metadata", "k=1"), "metadata", 'valid dictionary (got string "k=1")'),
+        (_set("tags", "a,b"), "tags", 'Input should be a valid list (got string "a,b")'),
         (_set("verifier", IO_SPEC), "verifier.io_cases.0.stdout", "Field required"),
         (
             _set("verifier.asserts", []),

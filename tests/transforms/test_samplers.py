@@ -216,6 +216,26 @@ def test_replay_caps_at_k_in_file_order(replay_file: Path) -> None:
     assert {s.sampler for s in out} == {"replay"}
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 8])
+def test_replay_short_of_k_says_how_many_were_asked(replay_file: Path, k: int) -> None:
+    out = _replay(replay_file, k=k)
+    recorded = {"a": 3, "b": 1, "zzz": 0}
+    assert [s.requested for s in out] == [k, k, k]
+    assert [s.shortfall for s in out] == [max(0, k - recorded[s.task_id]) for s in out]
+
+
+def test_transformers_handler_says_how_many_were_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the model returns, each Samples carries K, so a short answer is visible."""
+    from transforms.samplers.hf import LoadedModel, TransformersModelHandler
+
+    handler = TransformersModelHandler(SamplerConfig(samples=4))
+    # stands in for the model only: the test is about what run_inference reports
+    monkeypatch.setattr(handler, "generate", lambda reqs, model: [["one"] for _ in reqs])
+    reqs = [SampleRequest(t, "code", "p") for t in ("a", "b")]
+    out = list(handler.run_inference(reqs, LoadedModel(None, None, 0.0)))
+    assert [(s.requested, s.shortfall) for s in out] == [(4, 3), (4, 3)]
+
+
 def test_replay_model_id_recorded_or_path(replay_file: Path) -> None:
     a, b, _ = _replay(replay_file, k=4)
     assert a.model_id == "m-rec"
@@ -385,6 +405,7 @@ def test_default_model_generates() -> None:
         assert len(s.completions) == 2
         assert all(isinstance(c, str) and c.strip() for c in s.completions)
         assert s.sampler == "transformers" and s.model_id == model_id(cfg)
+        assert (s.requested, s.shortfall) == (2, 0)
     again = list(handler.run_inference(reqs[::-1], loaded))
     assert again[1].completions == out[0].completions  # seeded per task, not per batch
 

@@ -100,10 +100,39 @@ def test_jsonl_bad_line_is_a_record_with_error_and_later_lines_still_read(
     assert recs[2].data == task()
 
 
-def test_jsonl_raw_is_truncated(tmp_path: Path) -> None:
-    long_line = '{"x": "' + "y" * 10_000  # unterminated, so rejected with its raw text
-    (rec,) = records(write_bytes(tmp_path / "t.jsonl", long_line.encode()))
-    assert rec.error and len(rec.raw) == sources.RAW_LIMIT
+BIG = 100_000
+
+
+def _big_texts() -> dict[str, str]:
+    """Record texts over 100 KB: valid, schema-invalid and unparseable, with unicode."""
+    valid = task("big")
+    valid["prompt"] = "Write f() returning 1. é→∑ " + "x" * BIG
+    return {
+        "valid": json.dumps(valid, ensure_ascii=False),
+        "unterminated": '{"id": "u", "prompt": "' + "y" * BIG,
+        "bad_syntax": '{"id": "b" "prompt": "' + "z" * BIG + '"}',
+    }
+
+
+@pytest.mark.parametrize("kind", ["valid", "unterminated", "bad_syntax"])
+@pytest.mark.parametrize("container", ["jsonl", "jsonl.gz", "json_array", "json_values"])
+def test_raw_is_the_whole_record_text(tmp_path: Path, kind: str, container: str) -> None:
+    text = _big_texts()[kind]
+    if container == "json_array" and kind == "unterminated":
+        pytest.skip("an unterminated last element ends the array: the file is an InputError")
+    small = json.dumps(task("small"))
+    if container.startswith("jsonl"):
+        body = (small + "\n" + text + "\n").encode()
+        if container.endswith(".gz"):
+            body = gzip.compress(body)
+    elif container == "json_array":
+        body = ("[" + small + ",\n" + text + "\n]").encode()
+    else:
+        body = (small + "\n" + text + "\n").encode()
+    name = {"jsonl": "t.jsonl", "jsonl.gz": "t.jsonl.gz"}.get(container, "t.json")
+    recs = records(write_bytes(tmp_path / name, body))
+    assert recs[1].raw == text
+    assert (recs[1].data is None) == (kind != "valid")
 
 
 def test_jsonl_utf8_bom_and_crlf_are_accepted(tmp_path: Path) -> None:

@@ -64,9 +64,19 @@ class SampleRequest:
 
 @dataclass(frozen=True)
 class Samples:
-    """The completions drawn for one task (possibly fewer than asked, for replay)."""
+    """The completions drawn for one task, and how many were asked for.
+
+    A sampler may return fewer than ``requested`` (a replay file with fewer rows for the
+    task); the pipeline scores the task on what it got and records the shortfall.
+    """
 
     task_id: str
     completions: list[str]
     model_id: str
     sampler: str
+    requested: int
+
+    @property
+    def shortfall(self) -> int:
+        """How many fewer completions than asked (0 when the sampler delivered K or more)."""
+        return max(0, self.requested - len(self.completions))

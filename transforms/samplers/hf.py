@@ -177,7 +177,9 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         out: list[Samples] = []
         for group in groups:
             for req, comps in zip(group, self.generate(group, model), strict=True):
-                out.append(Samples(req.task_id, comps, self.model_id(), "transformers"))
+                out.append(
+                    Samples(req.task_id, comps, self.model_id(), "transformers", self._cfg.samples)
+                )
         return out
 
     def generate(self, requests: Sequence[SampleRequest], model: LoadedModel) -> list[list[str]]:
@@ -220,4 +222,8 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
             )
         new = generated[:, input_ids.shape[1] :]
         decoded = tok.batch_decode(new, skip_special_tokens=True)
+        if len(decoded) != k * len(requests):  # slicing would silently hand a task fewer
+            raise RuntimeError(
+                f"generate returned {len(decoded)} sequences for {len(requests)} tasks x {k}"
+            )
         return [decoded[i * k : (i + 1) * k] for i in range(len(requests))]

@@ -1,9 +1,10 @@
 """Replay sampler: recorded completions read from JSONL (optionally .gz) or Parquet.
 
 Rows are ``{"task_id": str, "completion": str}`` with an optional ``"model_id"``; a task's
-rows are kept in file order and the first K are returned. A task with no rows gets zero
-completions (the pipeline rejects it). Files are opened through Beam's FileSystems, so any
-path Beam can read works (local, gs://, s3:// with the matching extra).
+rows are kept in file order and the first K are returned. A task with fewer than K rows gets
+what there is (``Samples.requested`` still says K, so the pipeline records the shortfall); a
+task with no rows gets zero completions (the pipeline rejects it). Files are opened through
+Beam's FileSystems, so any path Beam can read works (local, gs://, s3:// with the matching extra).
 What it does NOT do: stream the file (it is read whole, once per worker), or check that the
 recorded completions came from the prompt the task has now.
 """
@@ -131,6 +132,7 @@ class ReplayModelHandler(ModelHandler[SampleRequest, Samples, Recorded]):
                 completions=list(model.completions.get(req.task_id, [])[:k]),
                 model_id=model.model_ids.get(req.task_id, self._path),
                 sampler="replay",
+                requested=k,
             )
             for req in batch
         ]
