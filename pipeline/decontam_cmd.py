@@ -46,7 +46,11 @@ def add_decontam_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare identifiers as written (default: renamed names still match)",
     )
-    p.add_argument("--explain", action="store_true", help="print the matching rules and thresholds")
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the near-dedup banding (curate) or the decontamination rules",
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
