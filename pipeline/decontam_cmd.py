@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from transforms.decontaminate import DecontamConfig, build_index
-from transforms.minhash import explain
 
 REPORT_COLUMNS = (
     "task_id",
@@ -37,8 +36,9 @@ def add_decontam_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--decontam-threshold",
         type=float,
-        default=0.5,
-        help="MinHash Jaccard/containment that counts as contaminated (default 0.5)",
+        default=0.3,
+        help="containment of a benchmark item's shingles in the task that counts as "
+        "contaminated (default 0.3, with at least 10 shingles shared)",
     )
     p.add_argument("--ngram", type=int, default=13, help="word n-gram length (default 13)")
     p.add_argument(
@@ -46,7 +46,11 @@ def add_decontam_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare identifiers as written (default: renamed names still match)",
     )
-    p.add_argument("--explain", action="store_true", help="print the LSH banding and curve")
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the near-dedup banding (curate) or the decontamination rules",
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -118,7 +122,7 @@ def decontaminate_files(args: argparse.Namespace, cfg: DecontamConfig, out: Path
 
     index = build_index(cfg)
     if args.explain:
-        print(explain(index.banding, cfg.threshold, cfg.num_perm, "decontamination"))
+        print(index.explain())
     counts = Counts()
     rows: list[dict[str, Any]] = []
     out.mkdir(parents=True)

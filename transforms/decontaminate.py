@@ -29,7 +29,7 @@ from transforms.contamination_sets import (
 from transforms.items import Item, rejection
 from transforms.textsim import ShingleConfig
 
-Loaded = tuple[list[ContaminationItem], tuple[list[np.ndarray], np.ndarray] | None]
+Loaded = tuple[list[ContaminationItem], list[np.ndarray] | None]
 
 
 @dataclass(frozen=True)
@@ -40,22 +40,22 @@ class DecontamConfig:
     benchmark_paths: tuple[str, ...] = ()
     text_field: str = "prompt"
     id_field: str = ""
-    threshold: float = 0.5
+    threshold: float = 0.3
+    min_shared: int = 10
+    max_df_fraction: float = 0.05
     ngram: int = 13
+    min_ngram_words: int = 6
     min_short_words: int = 8
     min_substring_chars: int = 40
-    num_perm: int = 128
     canonical_identifiers: bool = True
-    shingle_kind: str = "word"
-    shingle_size: int = 3
+    shingle_kind: str = "code"
+    shingle_size: int = 4
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"need 0 < threshold <= 1, got {self.threshold}")
         if self.ngram < 3:
             raise ValueError(f"need ngram >= 3, got {self.ngram}")
-        if self.num_perm < 16:
-            raise ValueError(f"need num_perm >= 16, got {self.num_perm}")
         self.settings()
 
     def names(self) -> list[str]:
@@ -64,10 +64,12 @@ class DecontamConfig:
     def settings(self) -> IndexSettings:
         return IndexSettings(
             threshold=self.threshold,
+            min_shared=self.min_shared,
+            max_df_fraction=self.max_df_fraction,
             ngram=self.ngram,
+            min_ngram_words=self.min_ngram_words,
             min_short_words=self.min_short_words,
             min_substring_chars=self.min_substring_chars,
-            num_perm=self.num_perm,
             shingle=ShingleConfig(
                 kind=self.shingle_kind,
                 size=self.shingle_size,
@@ -109,9 +111,7 @@ def build_index(cfg: DecontamConfig) -> ContaminationIndex:
     items = [it for its, _ in loaded for it in its]
     pre = None
     if loaded and all(p is not None for _, p in loaded):
-        sh = [x for _, p in loaded if p is not None for x in p[0]]
-        sigs = np.concatenate([p[1] for _, p in loaded if p is not None])
-        pre = (sh, sigs)
+        pre = [x for _, p in loaded if p is not None for x in p]
     return ContaminationIndex(items, cfg.settings(), precomputed=pre)
 
 

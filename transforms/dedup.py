@@ -1,4 +1,6 @@
-"""ExactDedup and NearDedup: drop repeated prompts, keeping the earliest record of each group.
+"""NearDedup: drop near-repeated prompts, keeping the earliest record of each cluster.
+
+ExactDedup lives in ``transforms.exact_dedup`` (re-exported here).
 
 NearDedup is distributed; no step holds all documents on one worker:
   1. ``SignFn`` (batched): shingle hashes and MinHash signature per task; index entries
@@ -30,10 +32,13 @@ import numpy as np
 
 from schemas import Finding
 from transforms.common import REJECTED, count, rejected
-from transforms.items import Item, rejection, sha256_text
+from transforms.exact_dedup import ExactDedup, prompt_key
+from transforms.items import Item, rejection
 from transforms.minhash import EMPTY, Banding, MinHasher, band_keys, choose_banding, explain
 from transforms.neardup import check_index, index_files, index_settings, read_index_part
-from transforms.textsim import ShingleConfig, jaccard_hashes, normalize_text, shingle_hashes
+from transforms.textsim import ShingleConfig, jaccard_hashes, shingle_hashes
+
+__all__ = ["DedupConfig", "ExactDedup", "NearDedup", "prompt_key"]
 
 Key = tuple[int, str, int, str]  # (0 index / 1 candidate, source_file, source_line, id)
 
@@ -86,53 +91,6 @@ class DedupConfig:
 
     def explain(self) -> str:
         return explain(self.banding(), self.near_threshold, self.num_perm, "near dedup")
-
-
-def prompt_key(item: Item) -> str:
-    """Hash of the normalised prompt (case, punctuation and whitespace folded)."""
-    return sha256_text(f"{item.task.family}\0{normalize_text(item.task.prompt)}")
-
-
-class KeepFirstFn(beam.DoFn):
-    """Of a group with the same prompt key, keep the earliest; reject the rest."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-
-    def process(self, kv: tuple[str, Iterable[Item]]) -> Iterator[Any]:
-        items = sorted(kv[1], key=lambda it: it.order_key)
-        first = items[0]
-        found = [Finding(kind="exact_dup", other_id=it.id, method="sha256") for it in items[1:]]
-        for it in items[1:]:
-            yield rejected(
-                rejection(
-                    stage="exact_dedup",
-                    reason="dedup.exact",
-                    detail=f"same normalised prompt as {first.id} "
-                    f"({first.source_file}:{first.source_line})",
-                    run_id=self.run_id,
-                    item=it,
-                )
-            )
-        count("exact_dedup.kept")
-        yield replace(first, findings=[*first.findings, *found])
-
-
-class ExactDedup(beam.PTransform):
-    """Group by normalised-prompt hash; the earliest record of a group survives."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__()
-        self.run_id = run_id
-
-    def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
-        out = (
-            items
-            | "KeyByPrompt" >> beam.Map(lambda it: (prompt_key(it), it))
-            | "Group" >> beam.GroupByKey()
-            | "KeepFirst" >> beam.ParDo(KeepFirstFn(self.run_id)).with_outputs(REJECTED, main="ok")
-        )
-        return {"ok": out.ok, REJECTED: out[REJECTED]}
 
 
 def node_key(item: Item) -> Key:

@@ -1,10 +1,8 @@
-"""Plain near-duplicate logic: confirmation, clusters, survivors, and the persisted index.
+"""Near-duplicate helpers: vectorised exact-Jaccard confirmation and the persisted index.
 
-``find_near_duplicates`` is the whole algorithm in memory (signatures, band keys, candidate
-pairs, exact-Jaccard confirmation, connected components, survivor); ``transforms.dedup``
-runs the same steps as a distributed Beam graph. The survivor of a cluster is the member
-with the smallest order key ``(source_file, source_line, id)``; index entries sort before
-every candidate, so a cluster touching the index is represented by an indexed task.
+The near-dedup algorithm itself (signatures, band keys, candidate pairs, confirmation,
+connected components, survivor) exists once, as the Beam graph in ``transforms.dedup``;
+``confirm_flat`` is its batch form for callers holding many pairs in memory.
 
 The index is a directory of Parquet parts (``id``, ``source``, ``shingles`` as uint64 list,
 ``signature`` as uint32 list) plus ``index.json`` naming the shingle and MinHash settings; a
@@ -16,37 +14,18 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from transforms.minhash import EMPTY, Banding, MinHasher, band_keys, candidate_pairs
+from transforms.minhash import MinHasher
 from transforms.textsim import ShingleConfig, shingle_hashes
 
 INDEX_META = "index.json"
 INDEX_VERSION = 3
 _PAIR_CHUNK = 1 << 12
-
-
-@dataclass(frozen=True)
-class Edge:
-    """A confirmed near-duplicate pair (a < b by order key) and its exact Jaccard."""
-
-    a: int
-    b: int
-    jaccard: float
-
-
-def confirm_pairs(
-    pairs: np.ndarray, shingle_sets: Sequence[np.ndarray], threshold: float
-) -> list[Edge]:
-    """Keep the candidate pairs whose exact Jaccard reaches ``threshold``."""
-    counts = np.fromiter((len(s) for s in shingle_sets), dtype=np.int64, count=len(shingle_sets))
-    flat = np.concatenate(list(shingle_sets)) if counts.sum() else np.zeros(0, np.uint64)
-    kept, scores = confirm_flat(pairs, flat.astype(np.uint64, copy=False), counts, threshold)
-    return [Edge(a, b, s) for (a, b), s in zip(kept.tolist(), scores.tolist(), strict=True)]
 
 
 def confirm_flat(
@@ -126,53 +105,6 @@ def _jaccard_chunk(
     union = np.bincount(run_pair, minlength=m)
     inter = np.bincount(run_pair[both], minlength=m)
     return np.where(union > 0, inter / np.maximum(union, 1), 1.0)
-
-
-def components(n: int, edges: Sequence[Edge]) -> list[int]:
-    """Label of each node: the smallest node index of its connected component."""
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for e in edges:
-        ra, rb = find(e.a), find(e.b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return [find(i) for i in range(n)]
-
-
-def best_neighbours(edges: Sequence[Edge]) -> dict[int, tuple[int, float]]:
-    """Each node's most similar confirmed neighbour (ties: the smaller index)."""
-    best: dict[int, tuple[int, float]] = {}
-    for e in edges:
-        for x, y in ((e.a, e.b), (e.b, e.a)):
-            cur = best.get(x)
-            if cur is None or (e.jaccard, -y) > (cur[1], -cur[0]):
-                best[x] = (y, e.jaccard)
-    return best
-
-
-def find_near_duplicates(
-    shingle_sets: Sequence[np.ndarray],
-    threshold: float,
-    hasher: MinHasher,
-    banding: Banding,
-) -> dict[int, tuple[int, int, float]]:
-    """Map each dropped doc to (survivor, most similar neighbour, its Jaccard).
-
-    Docs must be given in survivor order (earliest first); index 0 wins its cluster.
-    """
-    sigs = hasher.signatures(shingle_sets)
-    keys = band_keys(sigs, banding)
-    pairs = candidate_pairs(keys, empty=sigs[:, 0] == EMPTY)
-    edges = confirm_pairs(pairs, shingle_sets, threshold)
-    labels = components(len(shingle_sets), edges)
-    best = best_neighbours(edges)
-    return {i: (lab, *best[i]) for i, lab in enumerate(labels) if lab != i}
 
 
 def index_settings(shingle: ShingleConfig, num_perm: int, seed: int) -> dict[str, Any]:

@@ -179,3 +179,28 @@ def test_index_with_other_settings_is_refused(tmp_path: Path) -> None:
 def test_bad_config_fails_at_construction(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         DedupConfig(**bad)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_planted_families_collapse_to_their_earliest_member(seed: int) -> None:
+    """Each family (a base and copies with one word changed) keeps only its first line."""
+    import random
+
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(5000)]
+    items: list[Item] = []
+    expected_kept: set[str] = set()
+    for fam in range(12):
+        base = rng.sample(vocab, 60)
+        copies = rng.randint(0, 3)
+        for c in range(copies + 1):
+            words = list(base)
+            if c:
+                words[rng.randrange(60)] = f"edit{fam}x{c}"
+            items.append(item(f"f{fam}c{c}", " ".join(words), line=100 * fam + c))
+        expected_kept.add(f"f{fam}c0")
+    rng.shuffle(items)
+    kept, rej = run(items, DedupConfig(near_threshold=0.8))
+    assert {it.id for it in kept} == expected_kept
+    for r in rej:
+        assert r["detail"].startswith(f"near-duplicate of {r['record_id'].split('c')[0]}c0 ")

@@ -65,9 +65,9 @@ def _item(line: int, task_id: str, prompt: str) -> Item:
     return Item(TaskRecord.model_validate(_rec(line, task_id, prompt)), "in.jsonl", line, "x")
 
 
-def test_exact_dedup_keeps_earliest_and_folds_case_and_space() -> None:
+def test_exact_dedup_keeps_earliest_and_folds_space() -> None:
     items = [
-        _item(2, "later", "write   ADD(a, b)."),
+        _item(2, "later", "Write   add(a, b).  "),
         _item(1, "first", "Write add(a, b)."),
         _item(3, "other", "Write sub(a, b)."),
     ]
