@@ -314,9 +314,9 @@ def test_flag_mistakes_exit_2(extra: list[str], capsys: pytest.CaptureFixture[st
 
 def test_bad_input_gives_no_traceback_from_the_console_entry(tmp_path: Path) -> None:
     sol = rows(tmp_path / "sol.jsonl", '{"task_id": "zzz", "solution": "x"}')
+    argv = ["verify", "--task", str(CODE_TASKS), "--solutions", str(sol)]
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "verify", "--task", str(CODE_TASKS)]
-        + ["--solutions", str(sol)],
+        [sys.executable, "-m", "pipeline.cli", *argv],
         cwd=ROOT,
         capture_output=True,
         text=True,
