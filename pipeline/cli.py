@@ -40,6 +40,25 @@ RUNNERS: dict[str, str] = {
 }
 
 
+# Names that lived here before the curate command moved out, for code that imports them.
+_MOVED = {
+    "curate_config": ("pipeline.curate_cmd", "curate_config"),
+    "check_sampler_args": ("pipeline.curate_cmd", "check_sampler_args"),
+    "check_beam_args": ("pipeline.curate_cmd", "check_beam_args"),
+    "run_curate": ("pipeline.curate_cmd", "run_curate"),
+    "add_curate_parser": ("pipeline.curate_args", "add_parser"),
+    "EPILOG": ("pipeline.curate_args", "EPILOG"),
+}
+
+
+def __getattr__(name: str) -> object:
+    """Old names, imported on first use (importing them eagerly would load Beam)."""
+    if name in _MOVED:
+        module, attr = _MOVED[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def package_version() -> str:
     """The installed tasksieve version, from the package metadata."""
     from importlib.metadata import PackageNotFoundError, version

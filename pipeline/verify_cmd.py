@@ -75,6 +75,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
 
 
+def __getattr__(name: str) -> object:
+    """``load_task`` and ``UsageError`` lived here; they are in ``pipeline.verify_inputs``."""
+    if name in ("load_task", "UsageError"):
+        from pipeline import verify_inputs
+
+        return getattr(verify_inputs, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``tasksieve verify``; returns one of the EXIT_* codes."""
     from pipeline import verify_run

@@ -62,26 +62,50 @@ def test_files_pattern(name: str, matched: bool) -> None:
     assert bool(re.search(str(hook()["files"]), name)) is matched
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=60)
+def _git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True, timeout=60
+    )
+    return proc.stdout
+
+
+def _snapshot(dest: Path) -> Path:
+    """This checkout's tracked files as they are now, committed in a fresh repository.
+
+    ``try-repo`` on a dirty tree makes a new shadow commit per call (and so a new hook
+    environment each time); a snapshot keeps one commit for the whole module.
+    """
+    _git(dest, "init", "-q")
+    for name in _git(ROOT, "ls-files", "-z").split("\0"):
+        src = ROOT / name
+        if name and src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    _git(dest, "add", "-A")
+    _git(dest, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "s")
+    return dest
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """A git repository with one valid and one invalid task file, and a pre-commit home."""
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str]]:
+    """The hook repository, a user repository with a valid and an invalid task file, an env."""
+    hooks = _snapshot(tmp_path_factory.mktemp("tasksieve"))
     repo = tmp_path_factory.mktemp("hooked")
     _git(repo, "init", "-q")
     shutil.copy(ADD_TASK, repo / "good.json")
     (repo / "bad.jsonl").write_text(json.dumps({"id": "x", "family": "code"}) + "\n")
     _git(repo, "add", ".")
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path_factory.mktemp("pre-commit-home"))}
-    return repo, env
+    return hooks, repo, env
 
 
-def _try_repo(repo: Path, env: dict[str, str], *files: str) -> subprocess.CompletedProcess[str]:
-    hook_id = "tasksieve-validate"
+def _try_repo(
+    scratch: tuple[Path, Path, dict[str, str]], *files: str
+) -> subprocess.CompletedProcess[str]:
+    hooks, repo, env = scratch
+    argv = ["try-repo", str(hooks), "tasksieve-validate", "--files", *files]
     return subprocess.run(
-        [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), hook_id, "--files", *files],
+        [sys.executable, "-m", "pre_commit", *argv],
         cwd=repo,
         env=env,
         capture_output=True,
@@ -101,9 +125,8 @@ git_checkout = pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a 
 @pytest.mark.slow
 @real_run
 @git_checkout
-def test_valid_file_passes_the_hook(scratch: tuple[Path, dict[str, str]]) -> None:
-    repo, env = scratch
-    proc = _try_repo(repo, env, "good.json")
+def test_valid_file_passes_the_hook(scratch: tuple[Path, Path, dict[str, str]]) -> None:
+    proc = _try_repo(scratch, "good.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Passed" in proc.stdout
 
@@ -111,8 +134,9 @@ def test_valid_file_passes_the_hook(scratch: tuple[Path, dict[str, str]]) -> Non
 @pytest.mark.slow
 @real_run
 @git_checkout
-def test_invalid_file_fails_the_hook_with_file_line(scratch: tuple[Path, dict[str, str]]) -> None:
-    repo, env = scratch
-    proc = _try_repo(repo, env, "good.json", "bad.jsonl")
+def test_invalid_file_fails_the_hook_with_file_line(
+    scratch: tuple[Path, Path, dict[str, str]],
+) -> None:
+    proc = _try_repo(scratch, "good.json", "bad.jsonl")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "bad.jsonl:1: x: prompt: Field required" in proc.stdout
