@@ -103,14 +103,7 @@ def run_single(args: argparse.Namespace) -> int:
         finally:
             cache.close()
             sandbox.close()
-    except (
-        UsageError,
-        InputError,
-        UnsupportedFamily,
-        SandboxUnavailable,
-        ValueError,
-        OSError,
-    ) as e:
+    except USER_ERRORS as e:
         return _error(str(e))
     if args.format == "json":
         print(json.dumps({"task_id": task.id, **verdict.model_dump()}, indent=2))
