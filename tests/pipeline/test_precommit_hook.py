@@ -1,7 +1,8 @@
 """The ``.pre-commit-hooks.yaml`` hook: a valid manifest, the right files, and a real run.
 
-The real run (``pre-commit try-repo`` on a scratch git repository) installs this package and
-all its dependencies into a fresh environment, which takes minutes, so it only runs when
+The real run (``pre-commit run`` in a scratch git repository whose config points at a
+committed snapshot of this checkout) installs this package and all its dependencies into a
+fresh hook environment, which takes minutes, so it only runs when
 ``TASKSIEVE_TEST_PRECOMMIT=1`` is set.
 """
 
@@ -70,11 +71,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def _snapshot(dest: Path) -> Path:
-    """This checkout's tracked files as they are now, committed in a fresh repository.
-
-    ``try-repo`` on a dirty tree makes a new shadow commit per call (and so a new hook
-    environment each time); a snapshot keeps one commit for the whole module.
-    """
+    """This checkout's tracked files as they are now (edits included), committed afresh."""
     _git(dest, "init", "-q")
     for name in _git(ROOT, "ls-files", "-z").split("\0"):
         src = ROOT / name
@@ -87,23 +84,30 @@ def _snapshot(dest: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str]]:
-    """The hook repository, a user repository with a valid and an invalid task file, an env."""
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A user repository whose config points at a snapshot of this one, and a hook store.
+
+    ``pre-commit try-repo`` installs the hook into a new store on every call, so the
+    module uses a real ``repo:`` entry (the snapshot's path and commit) and one store.
+    """
     hooks = _snapshot(tmp_path_factory.mktemp("tasksieve"))
+    rev = _git(hooks, "rev-parse", "HEAD").strip()
     repo = tmp_path_factory.mktemp("hooked")
     _git(repo, "init", "-q")
+    config = {"repos": [{"repo": str(hooks), "rev": rev, "hooks": [{"id": "tasksieve-validate"}]}]}
+    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
     shutil.copy(ADD_TASK, repo / "good.json")
     (repo / "bad.jsonl").write_text(json.dumps({"id": "x", "family": "code"}) + "\n")
     _git(repo, "add", ".")
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path_factory.mktemp("pre-commit-home"))}
-    return hooks, repo, env
+    return repo, env
 
 
-def _try_repo(
-    scratch: tuple[Path, Path, dict[str, str]], *files: str
+def _run_hook(
+    scratch: tuple[Path, dict[str, str]], *files: str
 ) -> subprocess.CompletedProcess[str]:
-    hooks, repo, env = scratch
-    argv = ["try-repo", str(hooks), "tasksieve-validate", "--files", *files]
+    repo, env = scratch
+    argv = ["run", "tasksieve-validate", "--files", *files]
     return subprocess.run(
         [sys.executable, "-m", "pre_commit", *argv],
         cwd=repo,
@@ -125,8 +129,8 @@ git_checkout = pytest.mark.skipif(not (ROOT / ".git").exists(), reason="needs a 
 @pytest.mark.slow
 @real_run
 @git_checkout
-def test_valid_file_passes_the_hook(scratch: tuple[Path, Path, dict[str, str]]) -> None:
-    proc = _try_repo(scratch, "good.json")
+def test_valid_file_passes_the_hook(scratch: tuple[Path, dict[str, str]]) -> None:
+    proc = _run_hook(scratch, "good.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Passed" in proc.stdout
 
@@ -134,9 +138,7 @@ def test_valid_file_passes_the_hook(scratch: tuple[Path, Path, dict[str, str]]) 
 @pytest.mark.slow
 @real_run
 @git_checkout
-def test_invalid_file_fails_the_hook_with_file_line(
-    scratch: tuple[Path, Path, dict[str, str]],
-) -> None:
-    proc = _try_repo(scratch, "good.json", "bad.jsonl")
+def test_invalid_file_fails_the_hook_with_file_line(scratch: tuple[Path, dict[str, str]]) -> None:
+    proc = _run_hook(scratch, "good.json", "bad.jsonl")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "bad.jsonl:1: x: prompt: Field required" in proc.stdout
