@@ -4,20 +4,23 @@
 settings in the file metadata); pass the file or the directory as
 ``--benchmark`` later. ``dedup-index add`` appends tasks (candidate files or a curated run's
 ``tasks/`` shards) to a near-dedup index that ``curate --dedup-index DIR`` checks against.
+
+With ``--format json`` each prints one JSON object on stdout: ``benchmarks build``
+``{"output", "benchmarks": [{"benchmark", "items", "path"}]}``, ``dedup-index add``
+``{"index", "added", "part"}``. Exit status 0 done, 2 usage or input error. The top level
+imports the standard library only; the indexes come in when a command runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from pipeline.decontam_cmd import add_decontam_flags, config_from
-from pipeline.flags import add_dedup_flags, dedup_config
-from transforms.contamination_sets import ContaminationIndex
-from transforms.decontaminate import load_source
-from transforms.minhash import MinHasher
-from transforms.neardup import write_index_part
+from pipeline.flags import add_dedup_flags, add_format_flag, dedup_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--name", help="benchmark name for a single path (default: file stem)")
     b.add_argument("--output", "-o", required=True, help="directory for NAME.parquet files")
     add_decontam_flags(b)
+    add_format_flag(b, "what was written, on stdout: lines (text) or one JSON object (json)")
 
     d = sub.add_parser("dedup-index", help="maintain the near-dedup index of earlier runs")
     dsub = d.add_subparsers(dest="index_command", required=True, metavar="ACTION")
@@ -41,12 +45,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--input", "-i", nargs="+", required=True, help="task files, dirs or globs")
     a.add_argument("--index", required=True, help="index directory (created if new)")
     add_dedup_flags(a)
+    add_format_flag(a, "what was added, on stdout: a line (text) or one JSON object (json)")
 
 
 def run_build(args: argparse.Namespace) -> int:
     """Build and save one index file per benchmark."""
     from dataclasses import replace
 
+    from transforms.contamination_sets import ContaminationIndex
+    from transforms.decontaminate import load_source
+
+    text = args.format == "text"
+    built: list[dict[str, Any]] = []
     try:
         cfg = config_from(args, args.benchmark)
         if args.name and len(args.benchmark) != 1:
@@ -61,12 +71,17 @@ def run_build(args: argparse.Namespace) -> int:
                 index = ContaminationIndex(items, cfg.settings())
                 path = out / f"{items[0].benchmark}.parquet"
                 index.save(str(path))
-                print(f"{len(items)} items of {items[0].benchmark} -> {path}")
+                name = items[0].benchmark
+                built.append({"benchmark": name, "items": len(items), "path": str(path)})
+                if text:
+                    print(f"{len(items)} items of {items[0].benchmark} -> {path}")
                 if args.explain:
-                    print(index.explain())
+                    print(index.explain(), file=sys.stdout if text else sys.stderr)
     except (ValueError, ImportError, OSError) as exc:
         print(f"tasksieve benchmarks build: error: {exc}", file=sys.stderr)
         return 2
+    if not text:
+        print(json.dumps({"output": str(out), "benchmarks": built}))
     return 0
 
 
@@ -74,6 +89,8 @@ def run_index_add(args: argparse.Namespace) -> int:
     """Append the prompts of the given task files to the dedup index."""
     from dataclasses import replace
 
+    from transforms.minhash import MinHasher
+    from transforms.neardup import write_index_part
     from transforms.sources import InputError, expand_inputs, iter_source_records
 
     try:
@@ -102,7 +119,10 @@ def run_index_add(args: argparse.Namespace) -> int:
     except (InputError, ValueError, OSError) as exc:
         print(f"tasksieve dedup-index add: error: {exc}", file=sys.stderr)
         return 2
-    print(f"{len(texts)} tasks added to {args.index} ({Path(part).name})")
+    if args.format == "json":
+        print(json.dumps({"index": args.index, "added": len(texts), "part": Path(part).name}))
+    else:
+        print(f"{len(texts)} tasks added to {args.index} ({Path(part).name})")
     return 0
 
 

@@ -4,6 +4,9 @@ Output directory: ``clean.jsonl`` (the input records that matched no benchmark, 
 ``contamination.parquet`` (one row per task x benchmark item x method, DuckDB-readable),
 ``unreadable.jsonl`` (records that could not be parsed or lack the text field, with the
 reason) and ``summary.json``. Every input record lands in exactly one of the three.
+
+The top level imports the standard library only (the CLI builds its parser from here);
+Beam and the index come in when the command runs.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from transforms.decontaminate import DecontamConfig, build_index
+from pipeline.flags import add_format_flag
+
+if TYPE_CHECKING:
+    from transforms.decontaminate import DecontamConfig
 
 REPORT_COLUMNS = (
     "task_id",
@@ -59,6 +65,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="check tasks against benchmark sets; write clean tasks and a report",
         description="Flag tasks matching benchmark items by exact substring, n-gram overlap "
         "and MinHash similarity.",
+        epilog="output (--format json): one JSON object on stdout with keys output, clean, "
+        "contaminated, unreadable, benchmarks, report (the keys of summary.json plus the "
+        "output directory and the report path). exit status: 0 done (contaminated tasks are "
+        "not an error), 2 usage or input error",
     )
     p.add_argument("--input", "-i", nargs="+", required=True, help="task files, dirs or globs")
     p.add_argument(
@@ -74,10 +84,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--text-field", default="prompt", help="text field of the tasks")
     p.add_argument("--id-field", default="id", help="id field of the tasks")
     add_decontam_flags(p)
+    add_format_flag(p, "summary on stdout: one line (text) or one JSON object (json)")
 
 
 def config_from(args: argparse.Namespace, benchmarks: list[str]) -> DecontamConfig:
     """DecontamConfig from parsed flags and a list of benchmark names or paths."""
+    from transforms.decontaminate import DecontamConfig
+
     extra = [b for b in benchmarks if b.lower() != "humaneval"]
     return DecontamConfig(
         humaneval=any(b.lower() == "humaneval" for b in benchmarks),
@@ -118,11 +131,15 @@ def _write_report(rows: list[dict[str, Any]], path: Path) -> None:
 
 def decontaminate_files(args: argparse.Namespace, cfg: DecontamConfig, out: Path) -> Counts:
     """Check every record of the inputs; write clean, unreadable and the report below ``out``."""
+    import sys
+
+    from transforms.decontaminate import build_index
     from transforms.sources import expand_inputs, iter_source_records
 
     index = build_index(cfg)
-    if args.explain:
-        print(index.explain())
+    if args.explain:  # stdout is the JSON summary's under --format json
+        to = sys.stderr if getattr(args, "format", "text") == "json" else sys.stdout
+        print(index.explain(), file=to)
     counts = Counts()
     rows: list[dict[str, Any]] = []
     out.mkdir(parents=True)
@@ -184,6 +201,10 @@ def run(args: argparse.Namespace) -> int:
         "benchmarks": cfg.names(),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    if args.format == "json":
+        report = str(out / "contamination.parquet")
+        print(json.dumps({"output": str(out), **summary, "report": report}))
+        return 0
     print(
         f"{counts.clean} clean, {counts.contaminated} contaminated, {counts.unreadable} "
         f"unreadable -> {out} (report: contamination.parquet)"

@@ -1,10 +1,34 @@
-"""Command-line flags shared by several subcommands (their settings must agree)."""
+"""Command-line flags shared by several subcommands (their settings must agree).
+
+Standard library only at the top: the parser is built before any command runs, so importing
+``transforms.dedup`` (Beam) here would slow every command down.
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from transforms.dedup import DedupConfig
+if TYPE_CHECKING:
+    from transforms.dedup import DedupConfig
+
+FORMATS = ("text", "json")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1, with a message saying what was wrong."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_format_flag(p: argparse.ArgumentParser, help: str) -> None:
+    """``--format text|json`` (default text); json output has stable, documented field names."""
+    p.add_argument("--format", choices=FORMATS, default="text", help=f"{help} (default text)")
 
 
 def add_dedup_flags(p: argparse.ArgumentParser) -> None:
@@ -22,6 +46,8 @@ def add_dedup_flags(p: argparse.ArgumentParser) -> None:
 
 def dedup_config(args: argparse.Namespace) -> DedupConfig:
     """DedupConfig from the near-dedup flags."""
+    from transforms.dedup import DedupConfig
+
     return DedupConfig(
         near_threshold=args.near_threshold,
         shingle_size=args.shingle_size,

@@ -5,6 +5,9 @@ stderr. Exit status: 0 all records valid, 1 some record invalid (or a duplicate 
 2 usage or input error (missing path, unreadable or corrupt file). An empty input file is a
 warning on stderr, not an error. Memory grows only with the number of distinct ids (kept to
 report duplicates), never with the records themselves.
+
+The top level imports the standard library only (the CLI builds its parser from here); the
+schema and the readers come in when the command runs.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from schemas.validation import Problem, display_id, record_id, validate_record
-from transforms.sources import InputError, expand_inputs, iter_source_records
+from pipeline.flags import positive_int
+
+if TYPE_CHECKING:
+    from schemas.validation import Problem
 
 PROG = "tasksieve validate"
 _EPILOG = """\
@@ -33,16 +38,6 @@ exit status: 0 all valid, 1 some record invalid or a duplicate id, 2 usage or in
 """
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "paths",
@@ -54,7 +49,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text", help="problem format")
     p.add_argument(
         "--max-problems",
-        type=_positive,
+        type=positive_int,
         default=None,
         metavar="N",
         help="print at most N problems (all records are still checked and counted)",
@@ -113,6 +108,9 @@ def _n(count: int, noun: str) -> str:
 
 def _check(paths: list[str], report: _Report, err: TextIO) -> int:
     """Validate every record of every path; return the number of empty inputs."""
+    from schemas.validation import Problem, display_id, record_id, validate_record
+    from transforms.sources import iter_source_records
+
     seen: dict[str, tuple[int, int]] = {}
     empty = 0
     for index, path in enumerate(paths):
@@ -138,6 +136,8 @@ def _check(paths: list[str], report: _Report, err: TextIO) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``validate`` for parsed arguments; return the exit status (0, 1 or 2)."""
+    from transforms.sources import InputError, expand_inputs
+
     out, err = sys.stdout, sys.stderr
     report = _Report(out, args.format, args.max_problems)
     try:

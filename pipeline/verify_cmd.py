@@ -1,84 +1,93 @@
-"""``tasksieve verify``: run one solution against one task and print the verdict as JSON."""
+"""``tasksieve verify``: run solutions against tasks in the sandbox and print the verdicts.
+
+One solution (``--solution FILE``) prints one verdict; a batch (``--solutions DIR|FILE``)
+verifies every solution through one warm sandbox and prints one verdict per line, in input
+order, plus a summary line on stderr. The top level imports the standard library only (the
+CLI builds its parser from here); the verifiers come in when the command runs
+(``pipeline.verify_run``).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
 
-from schemas import TaskRecord
-from schemas.validation import validate_record
-from transforms.sources import InputError, iter_source_records
-from verifiers import SandboxUnavailable, UnsupportedFamily
-from verifiers.registry import get_verifier, make_sandbox
+from pipeline.flags import FORMATS, positive_int
 
+EXIT_PASS = 0  # every verdict is pass
+EXIT_FAIL = 1  # some verdict is fail, error or timeout (a wrong solution)
+EXIT_USAGE = 2  # bad flags or input (nothing verified), or no usable sandbox
+EXIT_INFRA = 3  # some verdict is infra_error (the environment broke; says nothing of the code)
 
-class UsageError(Exception):
-    """A user mistake: print it on one line and exit 2."""
+_EPILOG = """\
+solutions (--solutions):
+  DIR        every file in DIR is a solution; its task is --task-id, else the task file's
+             only task, else the task whose id is the file name less its extension
+             (DIR/code.add.py -> code.add); files in DIR/TASK_ID/ are solutions of TASK_ID
+  FILE       .jsonl[.gz], .json or .parquet rows {"task_id": ID, "solution": TEXT}
+             ("task_id" may be left out when the task is known as above; an optional
+             "name" names the row in the output, default FILE:LINE)
+
+output:
+  json  (default) --solution: one JSON object with task_id and the verdict's fields;
+        --solutions: JSON Lines, one object per solution with name, task_id and the
+        verdict's fields (status, tests_passed, tests_total, detail, checks, duration_s,
+        limit_hit, trace)
+  text  one line per solution: NAME: TASK_ID: STATUS (PASSED/TOTAL)[: detail]
+  A batch ends with a summary line on stderr; input problems are listed there as
+  FILE[:LINE]: message, before anything runs.
+
+exit status: 0 every verdict pass, 1 some fail/error/timeout, 2 usage or input error
+(nothing verified) or no usable sandbox, 3 some infra_error (the environment broke)
+"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the ``verify`` sub-command."""
     p = sub.add_parser(
         "verify",
-        help="run one solution against one task, print the verdict as JSON",
-        description="Exit 0 when the verdict is pass, 1 when it is fail/error/timeout, "
-        "2 for usage errors, 3 when the environment broke (infra_error).",
+        help="run solutions against tasks in the sandbox, print the verdicts as JSON",
+        description="Verify one solution (--solution) or many through one warm sandbox "
+        "(--solutions).",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--task", required=True, help="task file: JSON object, or JSONL/Parquet")
-    p.add_argument("--task-id", help="which task of a multi-record file")
-    p.add_argument("--solution", required=True, help="file with the solution text ('-': stdin)")
+    p.add_argument("--task-id", help="which task of a multi-record file (for every solution)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--solution", help="file with one solution ('-': stdin)")
+    which.add_argument(
+        "--solutions",
+        metavar="DIR_OR_FILE",
+        help="many solutions: a directory of files, or JSONL/JSON/Parquet rows (see below)",
+    )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="solutions verified at once by --solutions (default: the number of CPUs)",
+    )
     p.add_argument("--sandbox", default="process", help="sandbox backend (default: process)")
     p.add_argument("--allow-weak-isolation", action="store_true")
+    p.add_argument(
+        "--format", choices=FORMATS, default="json", help="verdict format (default json)"
+    )
 
 
-def load_task(path: str, task_id: str | None) -> TaskRecord:
-    if not Path(path).is_file():
-        raise UsageError(f"{path}: no such file")
-    seen = []
-    for rec in iter_source_records(path):
-        if rec.data is None:
-            raise UsageError(f"{rec.source_file}:{rec.line}: {rec.error}")
-        rid = rec.data.get("id")
-        seen.append(str(rid))
-        if task_id is not None and rid != task_id:
-            continue
-        task, problems = validate_record(rec.source_file, rec.line, rec.data, rec.error)
-        if task is None:
-            raise UsageError("; ".join(p.format() for p in problems))
-        return task
-    if task_id is None:
-        raise UsageError(f"{path}: no task in file")
-    raise UsageError(f"{path}: no task with id {task_id!r} (ids: {', '.join(seen[:10])})")
+def __getattr__(name: str) -> object:
+    """``load_task`` and ``UsageError`` lived here; they are in ``pipeline.verify_inputs``."""
+    if name in ("load_task", "UsageError"):
+        from pipeline import verify_inputs
+
+        return getattr(verify_inputs, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        task = load_task(args.task, args.task_id)
-        if args.solution == "-":
-            solution = sys.stdin.read()
-        else:
-            sol = Path(args.solution)
-            if not sol.is_file():
-                raise UsageError(f"{args.solution}: no such file")
-            solution = sol.read_text(encoding="utf-8")
-        sandbox = make_sandbox(args.sandbox, allow_weak_isolation=args.allow_weak_isolation)
-        try:
-            verdict = get_verifier(task.family, sandbox).verify(task, solution)
-        finally:
-            sandbox.close()
-    except (
-        UsageError,
-        InputError,
-        UnsupportedFamily,
-        SandboxUnavailable,
-        UnicodeDecodeError,
-        ValueError,
-        OSError,
-    ) as exc:
-        print(f"tasksieve verify: error: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps({"task_id": task.id, **verdict.model_dump()}, indent=2))
-    if verdict.status == "infra_error":
-        return 3
-    return 0 if verdict.passed else 1
+    """Entry point of ``tasksieve verify``; returns one of the EXIT_* codes."""
+    from pipeline import verify_run
+
+    if args.solutions is not None:
+        return verify_run.run_batch(args)
+    return verify_run.run_single(args)

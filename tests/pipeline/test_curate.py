@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 from pathlib import Path
@@ -38,10 +40,18 @@ def _curate(out: Path, *extra: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def curated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One run shared by the module, with its ``--format json`` stdout."""
     out = tmp_path_factory.mktemp("curate") / "out"
-    assert _curate(out) == 0
-    return out
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert _curate(out, "--format", "json") == 0
+    return out, stdout.getvalue()
+
+
+@pytest.fixture(scope="module")
+def run(curated: tuple[Path, str]) -> Path:
+    return curated[0]
 
 
 def _rows(out: Path, sub: str) -> list[dict[str, Any]]:
@@ -55,6 +65,20 @@ def _input_lines() -> int:
     return sum(
         1 for f in EXAMPLES.glob("*.jsonl") for line in f.read_text().splitlines() if line.strip()
     )
+
+
+def test_format_json_prints_one_summary_object(curated: tuple[Path, str]) -> None:
+    out, stdout = curated
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert json.loads(stdout) == {
+        "output": str(out.resolve()),
+        "manifest": str(out.resolve() / "manifest.json"),
+        "run_id": manifest["run_id"],
+        "config_fingerprint": manifest["config_fingerprint"],
+        "counts": manifest["counts"],
+        "rejected_by_reason": manifest["rejected_by_reason"],
+        "pass_rate_histogram": manifest["pass_rate_histogram"],
+    }
 
 
 def test_every_input_record_is_kept_or_rejected(run: Path) -> None:
