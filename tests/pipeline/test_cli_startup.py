@@ -74,7 +74,7 @@ def test_validate_imports_no_heavy_module(tmp_path: Path) -> None:
 
 def test_verify_imports_no_heavy_module(tmp_path: Path) -> None:
     rc, modules = loaded(tmp_path, "verify", "--task", str(ADD_TASK), "--solution", str(ADD_GOOD))
-    assert rc == 0 and "verifiers.python_code" in modules  # it really verified
+    assert rc == 0 and "verifiers.families.python.verifier" in modules  # it really verified
     assert heavy_in(modules) == []
 
 
@@ -83,7 +83,7 @@ def test_verify_batch_imports_no_heavy_module(tmp_path: Path) -> None:
     sols.mkdir()
     (sols / "a.py").write_text(ADD_GOOD.read_text())
     rc, modules = loaded(tmp_path, "verify", "--task", str(ADD_TASK), "--solutions", str(sols))
-    assert rc == 0 and "verifiers.python_code" in modules
+    assert rc == 0 and "verifiers.families.python.verifier" in modules
     assert heavy_in(modules) == []
 
 
