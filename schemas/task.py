@@ -6,6 +6,7 @@ solution and source metadata. The verifier spec is a discriminated union on ``fa
 
 from __future__ import annotations
 
+import keyword
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -25,6 +26,11 @@ class _Strict(BaseModel):
 
 
 # ---------------------------------------------------------------- code
+def _plain_name(name: str) -> bool:
+    """Whether ``name`` is an identifier that is neither a keyword nor a dunder."""
+    return name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("__")
+
+
 class IOCase(_Strict):
     """One stdin/stdout case; outputs compare after normalisation (see verifiers)."""
 
@@ -41,6 +47,10 @@ class CodeSpec(_Strict):
     - ``asserts``: ``asserts`` is a list of assert statements that call ``entry_point``;
     - ``pytest``: ``test_code`` defines ``test_*`` functions that call ``entry_point``;
     - ``io``: the solution is a program reading stdin; ``io_cases`` give stdin and stdout.
+
+    In the function styles only ``entry_point`` (and any ``candidate_names``) come from the
+    candidate; every other name the tests use (a helper, constant, class or import) comes from
+    trusted code: the prompt when it is Python, ``reference_solution``, then ``setup_code``.
     """
 
     family: Literal["code"] = "code"
@@ -51,6 +61,13 @@ class CodeSpec(_Strict):
     io_cases: list[IOCase] = Field(default_factory=list)
     setup_code: str | None = Field(
         default=None, description="Code run before the tests (imports, helpers)."
+    )
+    candidate_names: list[str] = Field(
+        default_factory=list,
+        description="Opt-in: functions besides entry_point that the tests call as the "
+        "candidate's own (the default, empty, means only entry_point). Every other name the "
+        "tests use comes from trusted code (the prompt, reference_solution, setup_code), never "
+        "from the candidate.",
     )
     timeout_s: float = Field(default=10.0, gt=0, le=600)
     memory_mb: JsonInt = Field(default=512, ge=16, le=65536)
@@ -65,7 +82,19 @@ class CodeSpec(_Strict):
             raise ValueError("style 'asserts' needs a non-empty asserts list")
         if self.style == "io" and not self.io_cases:
             raise ValueError("style 'io' needs a non-empty io_cases list")
+        if self.style == "io" and self.candidate_names:
+            raise ValueError("style 'io' runs a program: drop candidate_names")
+        bad = [n for n in self.candidate_names if not _plain_name(n)]
+        if bad:
+            raise ValueError(
+                f"candidate_names must be plain Python names (not keywords or dunders): {bad}"
+            )
         return self
+
+    def candidate_functions(self) -> list[str]:
+        """The names the tests get from the candidate: ``entry_point``, then ``candidate_names``."""
+        names = [self.entry_point] if self.entry_point else []
+        return list(dict.fromkeys(names + self.candidate_names))
 
     def test_count(self) -> int:
         """Number of tests the spec declares (a check() counts its asserts, at least 1)."""

@@ -4,9 +4,12 @@ For ``check``/``asserts``/``pytest`` tasks the candidate runs in one sandboxed p
 only answers calls (function name and JSON arguments in, JSON value or exception out); the
 tests run in a second sandboxed process holding a proxy in place of the candidate, so
 expected values and assertions never live where the candidate runs, and no candidate object
-(e.g. one whose ``__eq__`` is always True) reaches the tests. On the fork server the two are
-one pair run talking over their own pipe (``pair``); elsewhere this process
-relays between them. Either way it counts passed/total itself against a test list it
+(e.g. one whose ``__eq__`` is always True) reaches the tests. Only the entry point (and the
+spec's opt-in ``candidate_names``) comes from the candidate: every other name the tests use
+is defined in the tests process from trusted code (prompt, reference solution, setup code),
+so a candidate that redefines a prompt helper changes only its own answers. On the fork
+server the two are one pair run talking over their own pipe (``pair``); elsewhere this
+process relays between them. Either way it counts passed/total itself against a test list it
 derives from the spec; exit codes and anything the candidate prints are ignored, and a test
 with no result is a fail.
 ``io`` tasks run the program once per case; stdout is compared here after normalisation:
@@ -15,7 +18,8 @@ dropped.
 
 It does NOT guard against: candidates that hard-code the visible test inputs or read the
 reference solution from the prompt; tests that need candidate objects rather than plain values
-(see ``python_harness``); or a sandbox backend's own isolation gaps.
+(see ``python_harness``); or a sandbox backend's own isolation gaps (the tests sandbox holds
+the test code and the reference solution).
 """
 
 from __future__ import annotations
@@ -108,7 +112,7 @@ class PythonVerifier(Verifier):
             if spec.style == "io":
                 v = self._io(spec, solution, timeout)
             else:
-                v = self._relay(spec, solution, timeout)
+                v = self._relay(task, spec, solution, timeout)
         except Exception as e:  # a bug or broken sandbox here is never the solution's fault
             v = Verdict(status="infra_error", detail=f"verifier failed: {type(e).__name__}: {e}")
         v.duration_s = time.monotonic() - t0
@@ -161,10 +165,12 @@ class PythonVerifier(Verifier):
         return _verdict(status, checks, detail, limit_hit)
 
     # ------------------------------------------------------------------ function styles
-    def _relay(self, spec: CodeSpec, solution: str, timeout: float) -> Verdict:
+    def _relay(self, task: TaskRecord, spec: CodeSpec, solution: str, timeout: float) -> Verdict:
         cfg: dict[str, Any] = {
             "style": spec.style,
             "entry_point": spec.entry_point,
+            "candidate_names": spec.candidate_functions(),
+            "trusted": [task.prompt, task.reference_solution],
             "test_code": spec.test_code,
             "asserts": spec.asserts,
             "setup_code": spec.setup_code,

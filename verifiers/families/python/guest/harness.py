@@ -20,9 +20,19 @@ test sees /dev/null and stderr instead):
 Values cross in a tagged JSON codec (tuples, sets, dicts with any keys, bytes, complex, nan),
 so only plain built-in values ever reach the test process.
 
+Names in the tests process: trusted code runs there first (``tests.json`` ``trusted``: the
+prompt when it parses as Python, then the reference solution, statement by statement), then
+each name in ``candidate_names`` (the entry point by default) is bound to a proxy, then
+``setup_code`` and the tests run. Any other name the tests use (a prompt helper, constant,
+class or import) is the trusted definition or a NameError, never the candidate's; so is an
+attribute of the ``solution`` module the tests may import. Nothing the candidate does in its
+own process (redefining helpers, patching builtins or modules) reaches this one.
+
 It does NOT guard against tests that need the candidate's objects themselves (custom classes,
 generators, callables passed either way fail), in-place mutation of arguments (not copied
-back), or candidates that hard-code the visible test inputs.
+back), candidates that hard-code the visible test inputs, or trusted code that keeps its own
+reference to the entry point under another name (an alias, a registry): tests calling that
+name test the reference, not the candidate.
 """
 
 from __future__ import annotations
@@ -295,15 +305,36 @@ class _Proxy:
         raise CandidateCrashed(str(rep.get("crash", "candidate gone")))
 
 
-class _Globals(dict[str, Any]):
-    """Test globals where an unknown name resolves to the candidate's function of that name."""
+def load_trusted(sources: list[str], ns: dict[str, Any]) -> None:
+    """Run trusted sources (prompt, reference solution) into ``ns``, one statement at a time.
 
-    link: _RelayLink | _DirectLink
+    A source that is not Python (a prose prompt) is skipped, and so is a statement that
+    raises (an import the sandbox lacks, a top-level call reading stdin): later definitions
+    still land. Only called before any proxy exists, so nothing here can reach the candidate.
+    """
+    for src in sources:
+        try:
+            tree = ast.parse(src)
+        except (SyntaxError, ValueError):
+            continue
+        for st in tree.body:
+            with contextlib.suppress(BaseException):
+                exec(compile(ast.Module([st], []), "<trusted>", "exec"), ns)
 
-    def __missing__(self, key: str) -> Any:
-        if key.startswith("__") or hasattr(builtins, key):
-            raise KeyError(key)
-        return _Proxy(self.link, key)
+
+def _solution_module(proxies: dict[str, _Proxy], trusted: dict[str, Any]) -> types.ModuleType:
+    """The ``solution`` module the tests may import: candidate names, else trusted names."""
+    mod = types.ModuleType("solution")
+
+    def attr(name: str) -> Any:
+        if name in proxies:
+            return proxies[name]
+        if name in trusted and not name.startswith("__"):
+            return trusted[name]
+        raise AttributeError(f"module 'solution' has no attribute {name!r}")
+
+    mod.__dict__["__getattr__"] = attr
+    return mod
 
 
 def run_pair_tests() -> None:
@@ -346,13 +377,14 @@ def run_tests(link: _RelayLink | _DirectLink | None = None, out: _Wire | None = 
     with open("tests.json", encoding="utf-8") as fh:
         cfg = json.load(fh)
     entry = cfg.get("entry_point")
-    fake = types.ModuleType("solution")
-    fake.__dict__["__getattr__"] = lambda name: _Proxy(link, name)
-    sys.modules["solution"] = fake
-    g = _Globals(__name__="__tests__", __builtins__=builtins)
-    g.link = link
-    if entry:
-        g[entry] = _Proxy(link, entry)
+    # Trusted definitions first (never the candidate's), then proxies for the names the
+    # candidate may provide; any other name is the trusted one or a NameError.
+    g: dict[str, Any] = {"__name__": "__tests__", "__builtins__": builtins}
+    load_trusted(list(cfg.get("trusted") or []), g)
+    names = list(cfg.get("candidate_names") or ([entry] if entry else []))
+    proxies = {n: _Proxy(link, n) for n in names}
+    sys.modules["solution"] = _solution_module(proxies, dict(g))
+    g.update(proxies)
 
     def report(name: str, err: BaseException | None) -> None:
         detail = "" if err is None else ": ".join(_describe(err))
@@ -384,8 +416,7 @@ def run_tests(link: _RelayLink | _DirectLink | None = None, out: _Wire | None = 
             report("check", load_err or attempt(code, g))
         else:
             fn = g["check"]
-            local = _Globals(g)
-            local.link = link
+            local = dict(g)
             local[fn.__code__.co_varnames[0]] = _Proxy(link, entry or "candidate")
             pending: BaseException | None = None  # a failed setup statement fails the next test
             for name, st in stmts:
