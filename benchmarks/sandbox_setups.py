@@ -235,7 +235,7 @@ def verifier_checker(backend: str, jobs: list[Job]) -> tuple[Check, dict[str, ob
         verifier.close()
         sandbox.close()
 
-    describe = getattr(sandbox, "describe", dict)()
+    describe: dict[str, object] = dict(getattr(sandbox, "describe", dict)())
     return check, describe, stop
 
 

@@ -60,6 +60,16 @@ class Row:
     passes: dict[int, list[Pass]] = field(default_factory=dict)
 
 
+def local_pass(check: st.Check, n: int) -> Callable[[int], Pass]:
+    """A timed pass over ``n`` jobs in this process, given the worker count."""
+    return lambda workers: timed_pass(check, n, workers)
+
+
+def child_pass(child: Child) -> Callable[[int], Pass]:
+    """A timed pass in the unprivileged child, given the worker count."""
+    return lambda workers: Pass(*child.ask(workers))
+
+
 def build(keys: list[str], work: list[Job], workers: int, tmp: str) -> tuple[dict, list]:
     """Build the wanted setups (untimed); skipped ones are reported with the reason."""
     rows: dict[str, Row] = {}
@@ -80,18 +90,15 @@ def build(keys: list[str], work: list[Job], workers: int, tmp: str) -> tuple[dic
                     continue
                 child = Child(len(work) // 2)
                 stops.append(child.stop)
-                rows[key] = Row(
-                    "tasksieve process backend (nobody)",
-                    lambda w, c=child: Pass(*c.ask(w)),
-                    ", ".join(f"{k}={v}" for k, v in child.describe.items()),
-                )
+                note = ", ".join(f"{k}={v}" for k, v in child.describe.items())
+                rows[key] = Row("tasksieve process backend (nobody)", child_pass(child), note)
                 continue
             s = makers[key]()
         except Exception as e:
             print(f"skipping {key}: {type(e).__name__}: {e}")
             continue
         stops.append(s.stop)
-        rows[key] = Row(s.label, lambda w, c=s.check: timed_pass(c, len(work), w), s.note)
+        rows[key] = Row(s.label, local_pass(s.check, len(work)), s.note)
     return rows, stops
 
 
