@@ -134,7 +134,7 @@ def _streak(start: str, h: int) -> Question:
         "AS INTEGER) AS grp FROM days), runs AS (SELECT user_id, grp, count(*) AS len "
         "FROM grouped GROUP BY user_id, grp) "
     )
-    ref = body + f"SELECT user_id, max(len) AS longest_streak FROM runs GROUP BY user_id "
+    ref = body + "SELECT user_id, max(len) AS longest_streak FROM runs GROUP BY user_id "
     ref += f"HAVING max(len) >= {h} ORDER BY user_id"
     rights = [
         body + "SELECT user_id, longest_streak FROM (SELECT user_id, max(len) AS "
@@ -223,7 +223,5 @@ def jobs(n: int = 0, salt: str = "") -> list[SqlJob]:
 
 def distinct_references(work: list[SqlJob]) -> int:
     """How many distinct (setup, files, reference) keys the jobs hold: the cache misses."""
-    keys = {
-        json.dumps([j.spec.setup_sql, j.spec.files, j.spec.reference_query]) for j in work
-    }
+    keys = {json.dumps([j.spec.setup_sql, j.spec.files, j.spec.reference_query]) for j in work}
     return len(keys)
