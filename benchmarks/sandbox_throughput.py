@@ -130,7 +130,11 @@ def report(rows: dict[str, Row], counts: list[int]) -> None:
             for w in counts:
                 bx, by = (best([p.rate for p in rows[k].passes[w]]) for k in (x, y))
                 mx, my = (median([p.rate for p in rows[k].passes[w]]) for k in (x, y))
-                parts.append(f"{w} worker(s): best {bx / by:.2f}x, median {mx / my:.2f}x")
+                pairs = zip(rows[x].passes[w], rows[y].passes[w], strict=True)
+                each = " ".join(f"{px.rate / py.rate:.2f}" for px, py in pairs)
+                parts.append(
+                    f"{w} worker(s): best {bx / by:.2f}x, median {mx / my:.2f}x, per round {each}"
+                )
             print(f"ratio {x}/{y}: " + "; ".join(parts))
     print()
     for x, y, goal in GOALS:

@@ -143,7 +143,9 @@ def report(
             ours, other = passes["ours"][w], passes[base][w]
             b = best([p.rate for p in ours]) / best([p.rate for p in other])
             m = median([p.rate for p in ours]) / median([p.rate for p in other])
-            parts.append(f"{w} worker(s): best {b:.2f}x, median {m:.2f}x")
+            rounds = [x.rate / y.rate for x, y in zip(ours, other, strict=True)]
+            each = " ".join(f"{q:.2f}" for q in rounds)
+            parts.append(f"{w} worker(s): best {b:.2f}x, median {m:.2f}x, per round {each}")
         print(f"ratio ours/({base}): " + "; ".join(parts))
     expected = 1 - distinct_references(work) / len(work)
     for w in counts:
