@@ -193,12 +193,14 @@ def questions() -> list[tuple[TaskRecord, Question]]:
     return [(base[tid], q) for tid, qs in QUESTIONS.items() for q in qs]
 
 
-def jobs(n: int = 0, salt: str = "") -> list[SqlJob]:
+def jobs(n: int = 0, salt: str = "", grouped: bool = False) -> list[SqlJob]:
     """Five verifications for each of the first ``n`` questions (0: all), shuffled (fixed seed).
 
-    ``salt`` is appended to every setup as a comment (see the module docstring).
+    ``salt`` is appended to every setup as a comment (see the module docstring). ``grouped``
+    keeps each question's five candidates together (questions still shuffled), as when a
+    task's samples are verified one after another.
     """
-    out: list[SqlJob] = []
+    out: list[list[SqlJob]] = []
     for k, (base, (ref, rights, wrongs, errors)) in enumerate(questions()[: n or None]):
         spec = base.verifier
         assert isinstance(spec, SqlSpec)
@@ -216,9 +218,14 @@ def jobs(n: int = 0, salt: str = "") -> list[SqlJob]:
         cands = [(c, "pass") for c in rights] + [(c, "fail") for c in wrongs]
         cands += [(f"SELECT *, 1 AS extra FROM ({ref}) AS q", "fail")]
         cands += [(c, "error") for c in bad[:1]]
-        out += [SqlJob(task, c, e) for c, e in cands[:5]]
-    random.Random(7).shuffle(out)
-    return out
+        out.append([SqlJob(task, c, e) for c, e in cands[:5]])
+    rng = random.Random(7)
+    rng.shuffle(out)
+    if grouped:
+        return [j for group in out for j in group]
+    flat = [j for group in out for j in group]
+    rng.shuffle(flat)
+    return flat
 
 
 def distinct_references(work: list[SqlJob]) -> int:

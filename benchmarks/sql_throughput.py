@@ -3,7 +3,10 @@
 Workload (``benchmarks.sql_jobs``): distinct questions derived from the example SQL tasks,
 five candidates each (two right, two wrong, one that errors), shuffled. Every pass gets a
 fresh salt on each setup SQL, so to every cache each pass is a stream of new tasks with five
-samples each (the first sample of a task misses, the next four can hit). Setups:
+samples each (the first sample of a task misses, the next four can hit). Samples of all tasks
+are shuffled together; ``--grouped`` verifies a task's five one after another instead (then
+databases kept per setup are reused; shuffled, a worker sees up to 67 setups between two
+samples of a task and keeps only 16). Setups:
 
 - (a) a fresh in-process ``duckdb.connect()`` per verification (setup, reference, candidate);
 - (b) one warm in-process connection per worker thread, databases kept per setup;
@@ -63,13 +66,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=4, help="the N of 'workers 1 and N'")
     ap.add_argument("--n", type=int, default=0, help="questions to use (0: all); 5 jobs each")
     ap.add_argument("--quick", action="store_true", help="smoke run: 4 questions, 1 round")
+    ap.add_argument(
+        "--grouped", action="store_true", help="a task's five samples one after another"
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.n, args.workers = 1, args.n or 4, min(args.workers, 2)
     if args.rounds < 1 or args.workers < 1 or args.n < 0:
         ap.error("need rounds >= 1, workers >= 1, n >= 0")
     print(f"command: {command_line('benchmarks.sql_throughput')}")
-    work: list[SqlJob] = jobs(args.n, salt="warm-up")
+    work: list[SqlJob] = jobs(args.n, salt="warm-up", grouped=args.grouped)
     tmp = tempfile.mkdtemp(prefix="sql-bench-")
     files = ss.DataFiles(work, tmp)
     sandbox = make_sandbox("process")
@@ -86,11 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for check in checks.values():  # untimed: start workers, first connections
             timed_pass(check, len(work), args.workers)
-        print(f"{len(work)} verifications per pass, {distinct_references(work)} distinct tasks")
+        order = "grouped by task" if args.grouped else "shuffled"
+        print(f"{len(work)} verifications per pass ({order}), {distinct_references(work)} tasks")
         print(f"before: {machine_line()}")
         for r in range(args.rounds):
             for w in counts:
-                work[:] = jobs(args.n, salt=f"round {r} workers {w}")
+                work[:] = jobs(args.n, salt=f"round {r} workers {w}", grouped=args.grouped)
                 got: dict[str, list[str]] = {}
                 for key in rotated(list(checks), r):
                     size0 = cache_size(verifier)
