@@ -6,14 +6,14 @@ Companion to ``sandbox_throughput`` (which measures whole verifications). Prints
    fork limit's parent) and from one that also ran our Python harness (as our fork server
    does), with the minor page faults per child (copy-on-write copies and new pages);
 2. (root only) ``unshare`` of each namespace our fork server creates per verification, in a
-   forked child: wall time per iteration and machine CPU per iteration (network namespaces
-   are torn down asynchronously by the kernel, so their cost shows up as CPU, not wall);
+   forked child: wall time per iteration (network namespaces are torn down asynchronously
+   by the kernel, so part of their cost is not in it);
 3. candidate calls per HumanEval check (each one is a JSON round trip between the tests and
    the candidate process in ours, a plain call in a one-process harness) and the round-trip
    time of a JSON line over a pipe pair between two processes.
 
-It measures pieces in isolation, not their sum; overlaps and scheduling on a loaded machine
-are not modelled.
+It measures pieces in isolation, not their sum; overlaps are not modelled, and on a loaded
+machine every figure is inflated by scheduling delay (compare the "none" row).
 
     python -m benchmarks.sandbox_costs
 """
@@ -31,7 +31,7 @@ import tempfile
 import time
 
 from benchmarks.humaneval_jobs import jobs, problems
-from benchmarks.timing import busy_seconds, command_line, machine_line
+from benchmarks.timing import command_line, machine_line
 
 FLAGS = {  # from <sched.h>
     "none": 0,
@@ -90,20 +90,17 @@ def fork_costs(n: int, job: str) -> list[tuple[str, float, float, int]]:
     return rows
 
 
-def unshare_costs(n: int) -> list[tuple[str, float, float]]:
-    """(namespaces, wall ms per iteration, machine CPU ms per iteration); root only.
+def unshare_costs(n: int) -> list[tuple[str, float]]:
+    """(namespaces, wall ms per fork + unshare + exit + wait); root only.
 
-    The CPU figure is the machine's busy time during the batch minus its busy rate in the
-    second before it (other load), so it is an estimate; teardown that outlasts the batch is
-    not counted.
+    Network namespaces are torn down asynchronously by the kernel, after the child is reaped,
+    so part of their cost is not in this wall time (it shows as kernel CPU elsewhere).
     """
     libc = ctypes.CDLL(None, use_errno=True)
     rows = []
     for label, flags in FLAGS.items():
-        cpu0 = busy_seconds()
-        time.sleep(1.0)  # the machine's other load, to subtract; lets earlier teardown finish
-        other = busy_seconds() - cpu0
-        cpu0, t0 = busy_seconds(), time.perf_counter()
+        time.sleep(0.5)  # let the previous batch's asynchronous teardown finish
+        t0 = time.perf_counter()
         for _ in range(n):
             pid = os.fork()
             if pid == 0:
@@ -117,9 +114,7 @@ def unshare_costs(n: int) -> list[tuple[str, float, float]]:
             _, st = os.waitpid(pid, 0)
             if st:
                 raise OSError(f"unshare({label}) failed in the child")
-        wall = time.perf_counter() - t0
-        cpu = max(0.0, busy_seconds() - cpu0 - other * wall)
-        rows.append((label, 1000 * wall / n, 1000 * cpu / n))
+        rows.append((label, 1000 * (time.perf_counter() - t0) / n))
     return rows
 
 
@@ -185,9 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     for label, ms, faults, mods in fork_costs(args.n, job.name):
         print(f"| {label} | {ms:.2f} | {faults:.0f} | {mods} |")
     if os.geteuid() == 0:
-        print("\n| unshare in a forked child | wall ms | machine CPU ms |\n|---|---|---|")
-        for label, wall, cpu in unshare_costs(args.n):
-            print(f"| {label} | {wall:.2f} | {cpu:.2f} |")
+        print("\n| fork + unshare + exit + wait | wall ms |\n|---|---|")
+        for label, wall in unshare_costs(args.n):
+            print(f"| {label} | {wall:.2f} |")
     else:
         print("\n(unshare costs need root; skipped)")
     mean, most = calls_per_check()
