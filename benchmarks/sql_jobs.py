@@ -9,8 +9,8 @@ reference wrapped with an extra column (``fail``). The wrong variants were chose
 changes the result on the task's data; every run checks that again, since every setup's
 verdicts are compared with the intended ones.
 
-``salted`` gives each question's setup SQL a distinct trailing comment per round, so a new
-round looks like new tasks to every cache keyed on the setup or reference (as a stream of
+``salt`` gives each question's setup SQL a distinct trailing comment per pass, so a new
+pass looks like new tasks to every cache keyed on the setup or reference (as a stream of
 distinct tasks would), while results stay the same.
 """
 
