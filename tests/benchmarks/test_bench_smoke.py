@@ -1,0 +1,66 @@
+"""The throughput benchmarks run in quick mode, and their verdict checks catch wrong verdicts."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from benchmarks import sandbox_throughput, sql_throughput
+from benchmarks.humaneval_jobs import jobs as code_jobs
+from benchmarks.sql_jobs import jobs as sql_jobs
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_sandbox_quick_run_gets_every_expected_verdict(capsys: pytest.CaptureFixture) -> None:
+    assert sandbox_throughput.main(["--quick"]) == 0
+    assert "matched all 8 expected verdicts in every round" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_sql_quick_run_setups_agree(capsys: pytest.CaptureFixture) -> None:
+    assert sql_throughput.main(["--quick"]) == 0
+    assert "all setups agree with the intended ones in every round" in capsys.readouterr().out
+
+
+def test_sandbox_workload_mixes_right_and_wrong() -> None:
+    work = code_jobs(6)
+    assert [j.expect_pass for j in work] == [True, False] * 6
+    assert {j.kind for j in work} == {"canonical", "off_by_one", "wrong_return"}
+    for right, wrong in zip(work[::2], work[1::2], strict=True):
+        assert right.solution != wrong.solution
+
+
+@pytest.mark.parametrize("flip", [0, 3, 11])
+def test_sandbox_mismatch_is_reported(flip: int) -> None:
+    work = code_jobs(6)
+    verdicts = [j.expect_pass for j in work]
+    verdicts[flip] = not verdicts[flip]
+    wrong = sandbox_throughput.mismatches(work, verdicts)
+    assert len(wrong) == 1 and work[flip].name in wrong[0]
+
+
+def test_sql_workload_has_distinct_references_and_every_status() -> None:
+    work = sql_jobs(0)
+    refs = {j.spec.reference_query for j in work}
+    assert len(refs) == len(work) // 5
+    assert {j.expect for j in work} == {"pass", "fail", "error"}
+
+
+def test_sql_salt_changes_setups_not_answers() -> None:
+    a, b = sql_jobs(3, salt="one"), sql_jobs(3, salt="two")
+    assert [j.candidate for j in a] == [j.candidate for j in b]
+    assert {j.spec.setup_sql for j in a}.isdisjoint({j.spec.setup_sql for j in b})
+
+
+@pytest.mark.parametrize("setup", ["a", "b", "ours"])
+def test_sql_disagreement_is_reported(setup: str) -> None:
+    work = sql_jobs(2)
+    got = {k: [j.expect for j in work] for k in ("a", "b", "ours")}
+    got[setup][4] = "pass" if work[4].expect != "pass" else "fail"
+    wrong = sql_throughput.disagreements(work, got)
+    assert len(wrong) == 1 and work[4].task.id in wrong[0]
