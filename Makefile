@@ -39,7 +39,7 @@ schemas: setup
 bench: setup
 	$(PY) -m benchmarks.sandbox_throughput --rounds 3 --workers 4
 	$(PY) -m benchmarks.dedup --docs 20000 --mem-docs 10000 --repeat 3
-	$(PY) -m benchmarks.sql_throughput --n 240
+	$(PY) -m benchmarks.sql_throughput --rounds 3 --workers 4
 
 clean:
 	rm -rf $(OUT) .mypy_cache .ruff_cache .pytest_cache

@@ -63,6 +63,7 @@ print(f"{1000 * dt / n:.3f} {(r1 - r0) / n:.0f} {len(sys.modules)}")
 
 
 def _module_source(*names: str) -> str | None:
+    """The file of the first of ``names`` that imports."""
     for name in names:
         try:
             mod = importlib.import_module(name)
@@ -74,7 +75,7 @@ def _module_source(*names: str) -> str | None:
 
 def fork_costs(n: int, job: str) -> list[tuple[str, float, float, int]]:
     """(label, ms per fork + run ``job`` + exit + wait, minor faults per child, modules)."""
-    harness = _module_source("verifiers.python_harness", "verifiers.families.python_harness")
+    harness = _module_source("verifiers.families.python.guest.harness")
     rows = []
     for label, extra in (
         ("bare interpreter (fork limit's parent)", []),

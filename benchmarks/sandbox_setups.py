@@ -179,13 +179,10 @@ def human_eval_check(jobs: list[Job], tmp: str) -> Setup:
 
 
 def sandbox_image() -> str:
-    """The image our docker backend uses (its module moved once; fall back to its rule)."""
-    for name in ("verifiers.docker_image", "verifiers.sandbox.docker_image"):
-        try:
-            return str(importlib.import_module(name).image_name())
-        except ImportError:
-            continue
-    return os.environ.get("TASKSIEVE_SANDBOX_IMAGE") or "tasksieve-sandbox:latest"
+    """The image our docker backend uses."""
+    from verifiers.sandbox.docker.image import image_name
+
+    return image_name()
 
 
 def docker_exec(jobs: list[Job], tmp: str) -> Setup:
