@@ -89,8 +89,13 @@ class _Worker:
                 raise WorkerTimeout(phase)
             chunk = os.read(fd, 1 << 16)
             if not chunk:
+                try:
+                    code: int | None = self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    code = None  # closed its stdout but lingers: killed below
+                tail = self._tail()
                 self.kill()
-                raise WorkerFailed(f"worker exited ({self.proc.returncode}); {self._tail()}")
+                raise WorkerFailed(f"worker exited ({code}); {tail}")
             self._buffer += chunk
         line, _, rest = bytes(self._buffer).partition(b"\n")
         self._buffer = bytearray(rest)
@@ -149,6 +154,7 @@ class WorkerPool:
         self._max = max_workers
         self._start_timeout_s = start_timeout_s
         self._idle: list[_Worker] = []
+        self._busy: set[_Worker] = set()
         self._live = 0
         self._generation = 0  # bumped by close: workers of an older one are not reused
         self._changed = threading.Condition()
@@ -165,15 +171,20 @@ class WorkerPool:
             answer = worker.request(message, timeout_s)
         except BaseException:
             worker.kill()
-            self._release(None)
+            self._release(worker, alive=False)
             raise
         self._release(worker)
         return answer
 
-    def worker_pids(self) -> list[int]:
+    def idle_pids(self) -> list[int]:
         """The process ids of the idle workers (for tests and diagnostics)."""
         with self._changed:
             return [w.pid for w in self._idle]
+
+    def busy_pids(self) -> list[int]:
+        """The process ids of the workers answering a call now (for tests and diagnostics)."""
+        with self._changed:
+            return [w.pid for w in self._busy]
 
     def close(self) -> None:
         """Kill the idle workers now; busy ones are killed when their call returns.
@@ -186,27 +197,40 @@ class WorkerPool:
             _kill_all(self._idle)
 
     def _take(self) -> _Worker:
+        """An idle live worker, or a new one; one that died while idle is replaced silently."""
         with self._changed:
-            while not self._idle and self._live >= self._max:
-                self._changed.wait()
-            if self._idle:
-                return self._idle.pop()
+            while True:
+                while not self._idle and self._live >= self._max:
+                    self._changed.wait()
+                if not self._idle:
+                    break
+                worker = self._idle.pop()
+                if worker.proc.poll() is None:
+                    self._busy.add(worker)
+                    return worker
+                worker.kill()  # died while idle (e.g. the OOM killer): says nothing of a call
+                self._live -= 1
             self._live += 1
             generation = self._generation
         try:
             worker = _Worker(self._argv, self._env, self._start_timeout_s)
         except BaseException:
-            self._release(None)
+            self._release(None, alive=False)
             raise
         worker.generation = generation
+        with self._changed:
+            self._busy.add(worker)
         return worker
 
-    def _release(self, worker: _Worker | None) -> None:
+    def _release(self, worker: _Worker | None, alive: bool = True) -> None:
+        """Return a worker after a call (``alive``: reusable), or account for a lost one."""
         with self._changed:
-            if worker is not None and worker.generation != self._generation:
+            if worker is not None:
+                self._busy.discard(worker)
+            if worker is not None and alive and worker.generation != self._generation:
                 worker.kill()
-                worker = None
-            if worker is None:
+                alive = False
+            if worker is None or not alive:
                 self._live -= 1
             else:
                 self._idle.append(worker)
