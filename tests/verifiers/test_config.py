@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 
-from schemas import PolicyCheck, TaskRecord
+from schemas import ConfigSpec, PolicyCheck, TaskRecord
 from transforms.samplers import extract_solution
-from verifiers.families.config import safe_yaml
+from verifiers.families.config import safe_yaml, schema_checks
+from verifiers.families.config.judge import judge
 from verifiers.families.config.policies import evaluate, parse_path, parse_quantity, policy_problems
 from verifiers.families.config.safe_yaml import ConfigLoadError, load_json, load_yaml
-from verifiers.families.config.verifier import ConfigVerifier, kubernetes_version
+from verifiers.families.config.schema_checks import kubernetes_version
+from verifiers.families.config.verifier import ConfigVerifier
 from verifiers.sandbox.base import Execution, Limits, Sandbox
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -119,6 +121,12 @@ LIMITS = [
     {"id": "mem-max", "kinds": ["Deployment"], "op": "lte", "value": "1Gi",
      "path": "spec.template.spec.containers[*].resources.limits.memory"},
 ]  # fmt: skip
+
+
+def spec(task: TaskRecord) -> ConfigSpec:
+    """The task's config spec, for judging in this process."""
+    assert isinstance(task.verifier, ConfigSpec)
+    return task.verifier
 
 
 def policy(op: str, path: str, value: Any = None, kinds: list[str] | None = None) -> PolicyCheck:
@@ -267,8 +275,11 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("no_network")
 def test_no_network_for_kubernetes_or_remote_refs() -> None:
-    assert VERIFIER.verify(k8s_task(LIMITS), DEPLOYMENT).passed
-    remote = VERIFIER.verify(json_task({"$ref": "https://example.com/s.json"}), "{}")
+    """In this process (where the sockets are patched), with the schema caches empty."""
+    schema_checks.kubernetes_validator.cache_clear()
+    schema_checks.cached_json_schema_validator.cache_clear()
+    assert judge(spec(k8s_task(LIMITS)), DEPLOYMENT).passed
+    remote = judge(spec(json_task({"$ref": "https://example.com/s.json"})), "{}")
     assert remote.status == "error" and "unresolvable" in remote.detail
 
 
@@ -326,7 +337,7 @@ def test_hostile_yaml_is_contained(case: str, tmp_path: Path) -> None:
     text = text.replace("{marker}", str(marker))
     tracemalloc.start()
     try:
-        verdict = VERIFIER.verify(k8s_task(LIMITS), text)
+        verdict = judge(spec(k8s_task(LIMITS)), text)  # here: the backend and memory are seen
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -347,7 +358,7 @@ def test_hostile_yaml_is_contained(case: str, tmp_path: Path) -> None:
 def test_hostile_json_is_contained(text: str) -> None:
     tracemalloc.start()
     try:
-        verdict = VERIFIER.verify(json_task({"type": "object"}), text)
+        verdict = judge(spec(json_task({"type": "object"})), text)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -19,24 +19,27 @@ Semantics, precisely:
   ``equals`` / ``not_equals`` - present and (not) equal to ``value``, where equality is
   strict on JSON types (``true`` != ``1``; ``1`` == ``1.0``; mappings by keys and values;
   lists item by item); ``in`` - present and equal to an item of the list ``value``;
-  ``matches`` - a present string in which ``re.search(value, ...)`` finds a match (anchor
-  with ``^...$`` for a whole-string match; non-strings fail); ``lte`` / ``gte`` - both sides
+  ``matches`` - a present string in which the regex ``value`` finds a match anywhere
+  (``re.search`` semantics, RE2 syntax and linear time: see ``config.regex``; anchor with
+  ``^...$`` for a whole-string match; non-strings fail); ``lte`` / ``gte`` - both sides
   are numbers or Kubernetes quantities (``"512Mi"``, ``"500m"``, ``"1.5"``, ``"1e3"``,
   ``"2G"``) compared exactly as rationals; ``true``/``false`` and anything unparsable fail.
 - Zero positions in an applicable document (``[*]`` over an empty list) pass ``absent`` and
   fail every other op: nothing to check is not evidence of compliance. So a missing path
   fails every op except ``absent``.
 
-A task whose policies are malformed (bad path, ``in`` without a list, bad regex, ``lte``
-with a non-number, duplicate ids) is reported by ``policy_problems`` before anything runs.
+A task whose policies are malformed (bad path, ``in`` without a list, a regex RE2 refuses
+such as a backreference or lookaround, ``lte`` with a non-number, duplicate ids) is reported
+by ``policy_problems``, naming the policy, before anything runs.
 
-It does NOT guard against: catastrophic backtracking in a task's ``matches`` regex on a
-candidate string (``re`` has no timeout; task regexes are trusted), or policies that do not
-express what the prompt asks (that is the task author's job).
+It does NOT guard against: policies that do not express what the prompt asks (that is the
+task author's job), or the time of many policies over a large tree (linear, bounded by the
+loader's caps and by the caller's wall clock).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -44,6 +47,7 @@ from fractions import Fraction
 from typing import Any
 
 from schemas import CheckResult, PolicyCheck
+from verifiers.families.config.regex import RegexRejected, compile_task_regex, search
 
 _MISSING: Any = object()
 _SHOWN_VIOLATIONS = 3
@@ -74,6 +78,7 @@ class Segment:
         return "[*]" if self.index is None else f"[{self.index}]"
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_path(path: str) -> tuple[Segment, ...]:
     """Parse a policy path (grammar in the module docstring); raises ValueError if malformed."""
     segments: list[Segment] = []
@@ -165,8 +170,8 @@ def policy_problems(policies: list[PolicyCheck]) -> list[str]:
             problems.append(f"policy {p.id!r}: in needs a list value")
         if p.op == "matches":
             try:
-                re.compile(p.value)
-            except (re.error, TypeError) as e:
+                compile_task_regex(p.value)
+            except RegexRejected as e:
                 problems.append(f"policy {p.id!r}: matches needs a valid regex: {e}")
         if p.op in ("lte", "gte") and as_number(p.value) is None:
             problems.append(f"policy {p.id!r}: {p.op} needs a number or quantity value")
@@ -214,7 +219,7 @@ def _violation(policy: PolicyCheck, value: Any) -> str | None:
     if op == "matches":
         if not isinstance(value, str):
             return f"{_show(value)} is not a string"
-        return None if re.search(want, value) else f"{_show(value)} does not match {want!r}"
+        return None if search(want, value) else f"{_show(value)} does not match {want!r}"
     have, limit = as_number(value), as_number(want)
     if have is None or limit is None:
         return f"{_show(value)} is not a number or quantity"

@@ -18,10 +18,11 @@ aliases, duplicate mapping keys and non-string keys (``on:``/``1:``; quote them)
 Multi-document streams are supported; empty documents are dropped. JSON: one document, with
 duplicate keys and ``NaN``/``Infinity`` rejected.
 
-It does NOT guard against: CPU time and memory as such (no timer or rlimit is applied; both
-are bounded only through the caps: about a second for a 1 MB document with libyaml, several
-with the pure-Python fallback); bugs in PyYAML or ``json`` themselves; or what callers do with
-the loaded data.
+It does NOT guard against: CPU time and memory as such (no timer or rlimit is applied here;
+both are bounded only through the caps: a few seconds for 100,000 nodes with libyaml on a busy
+machine, several times that with the pure-Python fallback; the config verifier adds the
+wall-clock bound); bugs in PyYAML or ``json`` themselves; or what callers do with the loaded
+data.
 """
 
 from __future__ import annotations
@@ -214,7 +215,8 @@ def _where(thing: Any) -> str:
     return f"at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
 
 
-def _check_bytes(text: str, max_bytes: int) -> None:
+def check_bytes(text: str, max_bytes: int) -> None:
+    """Raise ConfigLoadError (``max_bytes``) if ``text`` is longer than ``max_bytes`` in UTF-8."""
     if len(text) > max_bytes or len(text.encode("utf-8", "surrogatepass")) > max_bytes:
         raise ConfigLoadError(f"document larger than max_bytes {max_bytes}", "max_bytes")
 
@@ -223,7 +225,7 @@ def load_yaml(
     text: str, max_bytes: int, max_depth: int, max_nodes: int = DEFAULT_MAX_NODES
 ) -> list[Any]:
     """All non-empty documents of a YAML stream, loaded within the caps."""
-    _check_bytes(text, max_bytes)
+    check_bytes(text, max_bytes)
     docs: list[Any] = []
     loader = None
     try:
@@ -276,7 +278,7 @@ def _no_constant(name: str) -> Any:
 
 def load_json(text: str, max_bytes: int, max_depth: int) -> list[Any]:
     """The one JSON document in ``text`` (as a one-item list), loaded within the caps."""
-    _check_bytes(text, max_bytes)
+    check_bytes(text, max_bytes)
     limit = min(max_depth, HARD_MAX_DEPTH)
     if json_depth(text, limit) > limit:
         raise ConfigLoadError(f"nesting deeper than max_depth {limit}", "max_depth")
