@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from schemas import TaskRecord, Verdict
+from schemas import ConfigSpec, TaskRecord, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,6 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def load_tasks() -> list[TaskRecord]:
     lines = (ROOT / "examples" / "tasks" / "config.jsonl").read_text().splitlines()
     return [TaskRecord.model_validate_json(ln) for ln in lines if ln.strip()]
+
+
+def config_spec(task: TaskRecord) -> ConfigSpec:
+    assert isinstance(task.verifier, ConfigSpec), task.id
+    return task.verifier
 
 
 def rate(run: Callable[[TaskRecord, str], Verdict], tasks: list[TaskRecord], n: int) -> float:
@@ -53,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     tasks = load_tasks()
     verifier = ConfigVerifier(None)  # type: ignore[arg-type]  # config needs no sandbox
     setups: dict[str, Callable[[TaskRecord, str], Verdict]] = {
-        "baseline: in-process judge()": lambda t, s: judge(t.verifier, s),
+        "baseline: in-process judge()": lambda t, s: judge(config_spec(t), s),
         "ours: ConfigVerifier (bounded workers)": verifier.verify,
     }
     for run in setups.values():  # warm up: schemas read, workers started
