@@ -33,7 +33,7 @@ def test_runs_command_with_files_and_stdin(sandbox):
 
 def test_describe_names_backend_and_isolation(sandbox):
     d = sandbox.describe()
-    assert d["backend"] == "process" and d["isolation"] in ("bwrap", "unshare")
+    assert d["backend"] == "process" and d["isolation"] in ("bwrap", "unshare-mount")
     assert d["weak"] is False and d["executor"] in ("forkserver", "per-run")
 
 
@@ -225,7 +225,9 @@ def test_unshare_fallback_runs_and_isolates_network():
         ),
         FAST,
     )
-    assert ex.stdout == b"blocked\n" and sb.describe()["isolation"] == "unshare"
+    d = sb.describe()
+    assert ex.stdout == b"blocked\n" and d["isolation"] == "unshare-mount"
+    assert d["filesystem_isolated"] is True and d["weak"] is False
 
 
 @pytest.mark.parametrize("name", ["/abs", "../up", "a/../../b", ""])

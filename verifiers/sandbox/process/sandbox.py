@@ -21,11 +21,13 @@ process that leaves the process group survives the kill.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
 import subprocess
 import time
+import warnings
 
 from verifiers.sandbox.base import (
     Capabilities,
@@ -37,6 +39,7 @@ from verifiers.sandbox.base import (
 )
 from verifiers.sandbox.process.binds import (
     bind_args,
+    mount_plan,
     sandbox_site_paths,
     venv_site_paths,
 )
@@ -52,12 +55,25 @@ from verifiers.sandbox.process.runs import (
     warm_job,
 )
 from verifiers.sandbox.process.seccomp import build_filter
+from verifiers.sandbox.process.unshare import unshare_argv
 from verifiers.sandbox.support import (
     check_name,
     host_scratch,
 )
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_METHODS = {  # the isolation option -> the methods tried, in order
+    "auto": ["bwrap", "unshare-mount"],
+    "bwrap": ["bwrap"],
+    "unshare": ["unshare-mount"],
+    "none": ["none"],
+}
+_NAMESPACED = ("bwrap", "unshare-mount")
+log = logging.getLogger(__name__)
+WEAK_WARNING = (
+    "WEAK ISOLATION: the process sandbox runs commands with rlimits only, on the host's "
+    "filesystem and network, as this user; only trusted code should run like this."
+)
 
 
 class ProcessSandbox(Sandbox):
@@ -84,10 +100,15 @@ class ProcessSandbox(Sandbox):
         prlimit, setpriv = shutil.which("prlimit", path=PATH), shutil.which("setpriv", path=PATH)
         self._prlimit = prlimit
         self._setpriv = setpriv if self._root else None
+        self._pdeathsig = shutil.which("setpriv")  # unshare's parent-death signal
         self._binds = bind_args(self.python, _SYSTEM_DIRS)
+        self._plan = mount_plan(self.python, _SYSTEM_DIRS)
         self._seccomp = build_filter()
         self._server: ForkServer | None = None
         self.method = self._select(isolation)
+        if self.method == "none":
+            warnings.warn(WEAK_WARNING, RuntimeWarning, stacklevel=2)
+            log.warning(WEAK_WARNING)
         self.warm_unavailable = "" if warm else "disabled"
         if warm and self.method == "bwrap" and not self._root:
             self.warm_unavailable = "needs root (per-run uids)"
@@ -103,24 +124,35 @@ class ProcessSandbox(Sandbox):
             spawn=True,
             paired_runs=self._server is not None,
             warm_scripts=self._server is not None,
-            own_pid_namespace=self.method in ("bwrap", "unshare"),
-            private_loopback=self.method in ("bwrap", "unshare"),
+            own_pid_namespace=self.method in _NAMESPACED,
+            private_loopback=self.method in _NAMESPACED,
             site_packages=tuple(
-                sandbox_site_paths() if self.method == "bwrap" else venv_site_paths()
+                sandbox_site_paths() if self.method in _NAMESPACED else venv_site_paths()
             ),
         )
 
     # ------------------------------------------------------------------ public API
     def describe(self) -> dict[str, str | bool]:
-        """Backend, isolation method and whether the isolation is weak."""
+        """What runs actually get: isolation method, private filesystem, weak or not.
+
+        ``isolation`` is ``bwrap``, ``unshare-mount`` (util-linux namespaces and a private
+        read-only root) or ``none`` (rlimits only, host filesystem: always ``weak``).
+        """
+        isolated = self.method in _NAMESPACED
+        if not isolated:
+            uid = "caller uid (no namespaces)"
+        elif self._root:
+            uid = "per-run unprivileged uid"
+        else:
+            uid = "caller uid in a user namespace"
         return {
             "backend": self.name,
             "isolation": self.method,
-            "weak": self.method == "none",
-            "filesystem_isolated": self.method == "bwrap",
-            "uid": "per-run unprivileged uid" if self._root else "caller uid in a user namespace",
+            "weak": not isolated,
+            "filesystem_isolated": isolated,
+            "uid": uid,
             "executor": "forkserver" if self._server else "per-run",
-            "seccomp": self._seccomp is not None and self.method == "bwrap",
+            "seccomp": self._seccomp is not None and isolated,
         }
 
     def close(self) -> None:
@@ -187,9 +219,24 @@ class ProcessSandbox(Sandbox):
             if self.method == "bwrap":
                 argv = self._bwrap_argv(files, limits, inner, keep)
                 cwd = "/"
+            elif self.method == "unshare-mount":
+                if collect:
+                    collect_r, collect_w = os.pipe()
+                    keep.append(collect_w)
+                assert self._pdeathsig and self._unshare
+                argv = unshare_argv(
+                    (self._pdeathsig, self._unshare, self.python),
+                    self._plan,
+                    (files, command, limits),
+                    uid,
+                    self._seccomp,
+                    (collect, keep[-1] if collect else -1),
+                    keep,
+                )
+                cwd = "/"
             else:
                 scratch = host_scratch(files, uid)
-                argv = self._ns_prefix(uid) + inner
+                argv = inner
                 cwd = scratch
             env = {
                 "PATH": PATH,
@@ -216,7 +263,7 @@ class ProcessSandbox(Sandbox):
             raise
         for fd in keep:
             os.close(fd)
-        return SandboxProcess(popen, time.monotonic(), collect_r, scratch)
+        return SandboxProcess(popen, time.monotonic(), collect_r, scratch, self.method != "none")
 
     def _spawn_warm(
         self,
@@ -372,34 +419,10 @@ class ProcessSandbox(Sandbox):
         ]
         return argv
 
-    def _ns_prefix(self, uid: int | None) -> list[str]:
-        if self.method == "unshare":
-            assert self._unshare
-            user = [] if self._root else ["--user", "--map-root-user"]
-            return [
-                self._unshare,
-                *user,
-                "--pid",
-                "--fork",
-                "--kill-child",
-                "--mount-proc",
-                "--net",
-                "--ipc",
-                "--uts",
-                "--",
-            ]
-        return []
-
     # ------------------------------------------------------------------ probing
     def _select(self, isolation: str) -> str:
-        order = {
-            "auto": ["bwrap", "unshare"],
-            "bwrap": ["bwrap"],
-            "unshare": ["unshare"],
-            "none": ["none"],
-        }[isolation]
         reasons: list[str] = []
-        for method in order:
+        for method in _METHODS[isolation]:
             why = self._probe(method)
             if why is None:
                 return method
@@ -408,14 +431,16 @@ class ProcessSandbox(Sandbox):
             return "none"
         raise SandboxUnavailable(
             "no namespace isolation works here (" + "; ".join(reasons) + "). Install bubblewrap "
-            "and allow user namespaces, or accept rlimits only with --allow-weak-isolation "
+            "(or util-linux unshare and setpriv) and allow user namespaces, or accept rlimits "
+            "only, on the host's filesystem, with --allow-weak-isolation "
             "(allow_weak_isolation=True)."
         )
 
     def _probe(self, method: str) -> str | None:
-        tool = {"bwrap": self._bwrap, "unshare": self._unshare}.get(method, "none")
-        if not tool:
-            return "not installed"
+        if method == "bwrap" and not self._bwrap:
+            return "bwrap not installed"
+        if method == "unshare-mount" and not (self._unshare and self._pdeathsig):
+            return "unshare or setpriv not installed"
         self.method = method
         ex = self.run(
             {"probe.txt": "ok"},
