@@ -72,15 +72,23 @@ class SandboxProcess:
         child of the launcher: its pidfd is taken before the kill, ``close`` waits on it.
         Without namespaces (weak mode) only the process group is killed.
         """
+        self._inits += self._signal()
+
+    def _signal(self) -> list[int]:
         if isinstance(self.popen, ForkedProcess):
             self.popen.kill()
-            return
+            return []
         alive = self.popen.returncode is None and self.namespaced
-        self._inits += inits_of(self.popen.pid) if alive else []
+        inits = inits_of(self.popen.pid) if alive else []
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.popen.kill()
+        return inits
+
+    def reclaim(self) -> None:
+        """Kill the run and wait until it is gone, leaving its pipes to the owner's thread."""
+        wait_gone(self._signal(), 30.0)
 
     def close(self) -> None:
         """Kill what is left, wait until none of it exists (30 s at most), clean up."""

@@ -26,8 +26,10 @@ import math
 import os
 import shutil
 import subprocess
+import threading
 import time
 import warnings
+import weakref
 
 from verifiers.sandbox.base import (
     Capabilities,
@@ -105,6 +107,8 @@ class ProcessSandbox(Sandbox):
         self._plan = mount_plan(self.python, _SYSTEM_DIRS)
         self._seccomp = build_filter()
         self._server: ForkServer | None = None
+        self._runs: weakref.WeakValueDictionary[int, SandboxProcess] = weakref.WeakValueDictionary()
+        self._runs_lock = threading.Lock()
         self.method = self._select(isolation)
         if self.method == "none":
             warnings.warn(WEAK_WARNING, RuntimeWarning, stacklevel=2)
@@ -156,7 +160,16 @@ class ProcessSandbox(Sandbox):
         }
 
     def close(self) -> None:
-        """Stop the fork server (runs still going are killed with it)."""
+        """Kill every run still going and wait until none of its processes exists.
+
+        The fork server is stopped (it kills its runs first); per-run sandboxes that were
+        spawned and not yet closed are killed here. The sandbox stays usable (a later run
+        starts a new server).
+        """
+        with self._runs_lock:
+            runs = list(self._runs.values())
+        for proc in runs:
+            proc.reclaim()
         if self._server is not None:
             self._server.close()
 
@@ -263,7 +276,9 @@ class ProcessSandbox(Sandbox):
             raise
         for fd in keep:
             os.close(fd)
-        return SandboxProcess(popen, time.monotonic(), collect_r, scratch, self.method != "none")
+        return self._track(
+            SandboxProcess(popen, time.monotonic(), collect_r, scratch, self.method != "none")
+        )
 
     def _spawn_warm(
         self,
@@ -282,6 +297,11 @@ class ProcessSandbox(Sandbox):
         }
         proc, collect_r = start_run(self._server, job, files, bool(collect))
         return SandboxProcess(proc, time.monotonic(), collect_r)
+
+    def _track(self, proc: SandboxProcess) -> SandboxProcess:
+        with self._runs_lock:
+            self._runs[id(proc)] = proc
+        return proc
 
     def spawn_pair(
         self,
