@@ -41,6 +41,10 @@ warm interpreter's memory image (each run gets a copy-on-write copy of the same 
 hash seed and preloaded modules: nothing secret is in it, but runs are not byte-identical to a
 fresh interpreter); timing side channels between concurrent runs. It needs root (it drops to
 per-run uids); unprivileged hosts use the per-run bwrap path.
+
+Reclamation: bwrap runs with ``--die-with-parent``, started from a keeper thread that lives
+as long as the server (``reap.Keeper``); ``close()`` returns once the server's pid namespace,
+and every run nested in it, is empty.
 """
 
 from __future__ import annotations

@@ -1,10 +1,19 @@
 """The ``process`` sandbox: Linux namespaces (bubblewrap, else unshare) plus rlimits.
 
+``isolation``: ``bwrap`` (bubblewrap; with root, a warm fork server), ``unshare`` (util-linux
+``unshare`` plus a guest that pivots into a private read-only root, reported as
+``unshare-mount``: the same filesystem view as bwrap), ``auto`` (bwrap, else unshare), or
+``none`` (rlimits only on the host's filesystem; only with ``allow_weak_isolation``, which
+warns). If no namespace method works the constructor refuses unless weak isolation was
+accepted; ``describe()`` reports the method actually used and ``weak``.
+
 With bubblewrap (the default) a run gets new pid/net/ipc/uts (and, unprivileged, user)
 namespaces, a read-only view of only the system dirs and the interpreter's own prefix, a
 private size-limited tmpfs as its writable cwd (``/tmp``), a cleared environment, and
 rlimits on address space, CPU seconds, processes, file size and core dumps. Input files are
-read-only inside. Run as root, the command drops to a per-run unprivileged uid (so RLIMIT_NPROC
+read-only inside. No process of a run outlives its verdict or ``close()``: the host waits
+until the run's pid namespace is empty, ``close()`` kills runs still going, and
+parent-death signals end every run if the host process dies. Run as root, the command drops to a per-run unprivileged uid (so RLIMIT_NPROC
 applies and root-only files stay closed); unprivileged, it runs as the caller's uid mapped into
 a fresh user namespace. A wall-clock kill takes down the whole pid namespace.
 
@@ -12,8 +21,9 @@ It does NOT guard against: kernel exploits (the seccomp filter is a deny list of
 calls, see seccomp.py, not an allow list); memory or CPU summed over processes (RLIMITs are
 per process, so the worst case is ``max_processes`` times the limit until the wall clock
 fires); reading world-readable files under the bound system dirs; timing
-side channels. The ``unshare`` fallback isolates network, pids, ipc and uts but NOT the
-filesystem (host files readable by the run's uid are visible; scratch size is not bounded).
+side channels. A run started from a thread is tied to that thread (parent-death signals
+fire when the forking thread exits), so a thread must outlive the runs it starts.
+Unprivileged, the ``unshare`` fallback needs user namespaces that may mount a fresh /proc.
 Weak mode (``allow_weak_isolation``) applies rlimits only: no network or pid isolation, and a
 process that leaves the process group survives the kill.
 """

@@ -24,7 +24,9 @@ run: its ``init`` forks the candidate job and then itself becomes the tests job 
 The server watches each ``init`` with a pidfd and its status socket: a byte or EOF from the
 host kills ``init`` (and with it the whole pid namespace); when ``init`` is reaped the
 namespace is empty and the server writes ``{"rc": code}`` and closes the socket. EOF on the
-control socket (the host went away) ends the server and so, through bwrap, every job.
+control socket (the host went away) makes the server SIGKILL every run's ``init`` (after
+the kill requests of the same poll round) and exit. Each ``init`` also has a parent-death
+signal, so a server that dies any other way takes its runs with it.
 See ``verifiers.sandbox.process.forkserver`` for the isolation argument.
 """
 
