@@ -11,11 +11,12 @@ With bubblewrap (the default) a run gets new pid/net/ipc/uts (and, unprivileged,
 namespaces, a read-only view of only the system dirs and the interpreter's own prefix, a
 private size-limited tmpfs as its writable cwd (``/tmp``), a cleared environment, and
 rlimits on address space, CPU seconds, processes, file size and core dumps. Input files are
-read-only inside. No process of a run outlives its verdict or ``close()``: the host waits
-until the run's pid namespace is empty, ``close()`` kills runs still going, and
-parent-death signals end every run if the host process dies. Run as root, the command drops to a per-run unprivileged uid (so RLIMIT_NPROC
-applies and root-only files stay closed); unprivileged, it runs as the caller's uid mapped into
-a fresh user namespace. A wall-clock kill takes down the whole pid namespace.
+read-only inside. Run as root, the command drops to a per-run unprivileged uid (so
+RLIMIT_NPROC applies and root-only files stay closed); unprivileged, it runs as the caller's
+uid mapped into a fresh user namespace. A wall-clock kill takes down the whole pid namespace.
+No process of a run outlives its verdict or ``close()``: the host waits until the run's pid
+namespace is empty, ``close()`` kills runs still going, and parent-death signals end every
+run if the host process dies.
 
 It does NOT guard against: kernel exploits (the seccomp filter is a deny list of dangerous
 calls, see seccomp.py, not an allow list); memory or CPU summed over processes (RLIMITs are
