@@ -206,8 +206,9 @@ def test_weak_mode_needs_opt_in():
 
 
 def test_weak_mode_says_so():
-    sb = ProcessSandbox(isolation="none", allow_weak_isolation=True)
-    assert sb.describe()["weak"] is True
+    with pytest.warns(RuntimeWarning, match="WEAK ISOLATION"):
+        sb = ProcessSandbox(isolation="none", allow_weak_isolation=True)
+    assert sb.describe()["weak"] is True and sb.describe()["filesystem_isolated"] is False
     assert sb.run({}, py(sb, "print(1)"), FAST).stdout == b"1\n"
 
 
