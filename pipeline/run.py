@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
+import json
 import logging
 import os
 import secrets
@@ -29,7 +30,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipeline.build import build
 from pipeline.config import CurateConfig
 from schemas import Manifest
-from transforms.common import NAMESPACE
+from transforms.common import NAMESPACE, SANDBOX_NAMESPACE
 from transforms.samplers import model_id
 from transforms.stats import histogram_bin
 
@@ -92,6 +93,17 @@ def read_counters(result: Any) -> dict[str, int]:
         value = c.committed if c.committed is not None else c.attempted
         counters[c.key.metric.name] += int(value or 0)
     return dict(sorted(counters.items()))
+
+
+def read_sandboxes(result: Any) -> list[dict[str, Any]]:
+    """The distinct sandbox ``describe()`` results of the workers, with how many DoFn
+    instances (gates, rollouts) reported each."""
+    seen: Counter[str] = Counter()
+    metrics = result.metrics().query(MetricsFilter().with_namespace(SANDBOX_NAMESPACE))
+    for c in metrics["counters"]:
+        value = c.committed if c.committed is not None else c.attempted
+        seen[c.key.metric.name] += int(value or 0)
+    return [{**json.loads(k), "instances": n} for k, n in sorted(seen.items())]
 
 
 def _files(root: Path, sub: str) -> list[Path]:
@@ -237,7 +249,11 @@ def curate(cfg: CurateConfig) -> CurateResult:
             packages=package_versions(),
             model_id=model_id(cfg.sampler),
             sampler=cfg.sampler.backend,
-            sandbox={**sandbox_info, "workers": cfg.sandbox.workers},
+            sandbox={
+                **sandbox_info,
+                "workers": cfg.sandbox.workers,
+                "used_by_workers": read_sandboxes(result),
+            },
             inputs=list(cfg.inputs),
             counts=counts,
             rejected_by_reason=reasons,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import apache_beam as beam
@@ -9,12 +10,18 @@ from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
 NAMESPACE = "tasksieve"
+SANDBOX_NAMESPACE = "tasksieve.sandbox"  # one counter per distinct sandbox describe() JSON
 REJECTED = "rejected"
 
 
 def count(name: str, value: int = 1) -> None:
     """Increment the Beam counter ``tasksieve:<name>`` (read back into the manifest)."""
     Metrics.counter(NAMESPACE, name).inc(value)
+
+
+def count_sandbox(described: dict[str, Any]) -> None:
+    """Count one worker using a sandbox that describes itself as ``described``."""
+    Metrics.counter(SANDBOX_NAMESPACE, json.dumps(described, sort_keys=True)).inc()
 
 
 def rejected(row: dict[str, Any]) -> pvalue.TaggedOutput:

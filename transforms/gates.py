@@ -10,7 +10,7 @@ from typing import Any
 import apache_beam as beam
 
 from schemas import CodeSpec, GateResult
-from transforms.common import REJECTED, count, rejected
+from transforms.common import REJECTED, count, count_sandbox, rejected
 from transforms.items import Item, rejection
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily, Verifier
 from verifiers.registry import VerifierCache
@@ -86,6 +86,7 @@ class GatesFn(beam.DoFn):
 
     def setup(self) -> None:
         self.sandbox = self.sandbox_cfg.make()
+        self.sandbox_counted = False
         self.verifiers = VerifierCache(self.sandbox)
 
     def teardown(self) -> None:
@@ -96,6 +97,9 @@ class GatesFn(beam.DoFn):
 
     def process(self, item: Item) -> Iterator[Any]:
         assert self.verifiers is not None
+        if not self.sandbox_counted and self.sandbox is not None:
+            count_sandbox(self.sandbox.describe())  # what this worker's runs really got
+            self.sandbox_counted = True
         try:
             verifier = self.verifiers.get(item.task.family)
         except UnsupportedFamily as exc:

@@ -19,7 +19,7 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
 from schemas import CodeSpec, Rollout, Verdict
-from transforms.common import REJECTED, count, rejected
+from transforms.common import REJECTED, count, count_sandbox, rejected
 from transforms.items import Item, Scored, rejection
 from transforms.samplers import (
     SamplerConfig,
@@ -109,6 +109,7 @@ class VerifyFn(beam.DoFn):
 
     def setup(self) -> None:
         self.sandbox = self.sandbox_cfg.make()
+        self.sandbox_counted = False
         self.verifiers = VerifierCache(self.sandbox)
         self.pool = ThreadPoolExecutor(max_workers=self.sandbox_cfg.workers)
 
@@ -122,6 +123,9 @@ class VerifyFn(beam.DoFn):
 
     def process(self, pair: tuple[Item, Samples]) -> Iterator[Any]:
         assert self.verifiers is not None and self.pool is not None
+        if not self.sandbox_counted and self.sandbox is not None:
+            count_sandbox(self.sandbox.describe())  # what this worker's runs really got
+            self.sandbox_counted = True
         item, samples = pair
         task = item.task
         if not samples.completions:

@@ -36,11 +36,13 @@ BOMB_LIMITS = Limits(
 )
 
 
-@pytest.fixture(scope="module", params=["process", "process-per-run", "docker"])
+@pytest.fixture(scope="module", params=["process", "process-per-run", "process-unshare", "docker"])
 def sb(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     try:
         if request.param == "process-per-run":  # the fallback without the fork server
             box: Sandbox = ProcessSandbox(warm=False)
+        elif request.param == "process-unshare":  # the fallback without bubblewrap
+            box = ProcessSandbox(isolation="unshare")
         else:
             box = make_sandbox(request.param)
     except Exception as e:  # engine, SDK or image missing: say why, then skip

@@ -33,7 +33,7 @@ def test_runs_command_with_files_and_stdin(sandbox):
 
 def test_describe_names_backend_and_isolation(sandbox):
     d = sandbox.describe()
-    assert d["backend"] == "process" and d["isolation"] in ("bwrap", "unshare")
+    assert d["backend"] == "process" and d["isolation"] in ("bwrap", "unshare-mount")
     assert d["weak"] is False and d["executor"] in ("forkserver", "per-run")
 
 
@@ -206,8 +206,9 @@ def test_weak_mode_needs_opt_in():
 
 
 def test_weak_mode_says_so():
-    sb = ProcessSandbox(isolation="none", allow_weak_isolation=True)
-    assert sb.describe()["weak"] is True
+    with pytest.warns(RuntimeWarning, match="WEAK ISOLATION"):
+        sb = ProcessSandbox(isolation="none", allow_weak_isolation=True)
+    assert sb.describe()["weak"] is True and sb.describe()["filesystem_isolated"] is False
     assert sb.run({}, py(sb, "print(1)"), FAST).stdout == b"1\n"
 
 
@@ -225,7 +226,9 @@ def test_unshare_fallback_runs_and_isolates_network():
         ),
         FAST,
     )
-    assert ex.stdout == b"blocked\n" and sb.describe()["isolation"] == "unshare"
+    d = sb.describe()
+    assert ex.stdout == b"blocked\n" and d["isolation"] == "unshare-mount"
+    assert d["filesystem_isolated"] is True and d["weak"] is False
 
 
 @pytest.mark.parametrize("name", ["/abs", "../up", "a/../../b", ""])

@@ -16,7 +16,10 @@ def infra_error(code: int, stderr: bytes, method: str) -> str | None:
     """The sandbox tool's own failure (not the command's); forgeable by the command's stderr."""
     if method == "bwrap" and code == 1 and stderr.startswith(b"bwrap: "):
         return stderr.decode(errors="replace").strip()[:500]
-    if method == "unshare" and code == 1 and stderr.startswith(b"unshare: "):
+    if method == "unshare-mount" and (
+        (code == 1 and stderr.startswith((b"unshare: ", b"setpriv: ")))
+        or (code == 125 and stderr.startswith(b"sandbox-setup: "))
+    ):
         return stderr.decode(errors="replace").strip()[:500]
     return None
 
@@ -38,30 +41,43 @@ def sandbox_site_paths() -> list[str]:
     return [f"{SANDBOX_SITE}/{i}" for i in range(len(venv_site_paths()))]
 
 
-def bind_args(python: str, system_dirs: tuple[str, ...]) -> list[str]:
-    """bwrap arguments binding the system dirs and ``python``'s prefix read-only."""
-    args: list[str] = []
+def mount_plan(python: str, system_dirs: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """What a run sees besides its scratch: ``("ro", source, target)`` read-only binds and
+    ``("link", target, path)`` symlinks (system dirs, ``python``'s prefix, a virtualenv's
+    site-packages at ``sandbox_site_paths()``, the loader cache)."""
+    plan: list[tuple[str, str, str]] = []
     bound: list[str] = []
     for d in system_dirs:
         if os.path.islink(d):
-            args += ["--symlink", os.readlink(d), d]
+            plan.append(("link", os.readlink(d), d))
         elif os.path.isdir(d):
-            args += ["--ro-bind", d, d]
+            plan.append(("ro", d, d))
             bound.append(d)
     prefix = os.path.realpath(sys.base_prefix)
     for extra in (prefix, os.path.dirname(python)):
         if not any(extra == b or extra.startswith(b + "/") for b in bound):
-            parents = extra.split("/")[1:-1]
-            for i in range(1, len(parents) + 1):  # traversable, but empty, parents
-                args += ["--perms", "0755", "--dir", "/" + "/".join(parents[:i])]
-            args += ["--ro-bind", extra, extra]
+            plan.append(("ro", extra, extra))
             bound.append(extra)
-    site = venv_site_paths()  # a virtualenv's packages, read-only (the API harness needs them)
-    if site:
-        args += ["--perms", "0755", "--dir", os.path.dirname(SANDBOX_SITE)]
-        args += ["--perms", "0755", "--dir", SANDBOX_SITE]
-        for src, dest in zip(site, sandbox_site_paths(), strict=True):
-            args += ["--ro-bind", src, dest]
+    plan += [("ro", s, d) for s, d in zip(venv_site_paths(), sandbox_site_paths(), strict=True)]
     if os.path.exists("/etc/ld.so.cache"):
-        args += ["--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+        plan.append(("ro", "/etc/ld.so.cache", "/etc/ld.so.cache"))
+    return plan
+
+
+def bind_args(python: str, system_dirs: tuple[str, ...]) -> list[str]:
+    """bwrap arguments for ``mount_plan``; parents outside the system dirs are empty dirs."""
+    args: list[str] = []
+    made: set[str] = set()
+    for kind, src, dst in mount_plan(python, system_dirs):
+        if kind == "link":
+            args += ["--symlink", src, dst]
+            continue
+        if dst not in system_dirs and dst != "/etc/ld.so.cache":
+            parents = dst.split("/")[1:-1]
+            for i in range(1, len(parents) + 1):  # traversable, but empty, parents
+                parent = "/" + "/".join(parents[:i])
+                if parent not in made:
+                    made.add(parent)
+                    args += ["--perms", "0755", "--dir", parent]
+        args += ["--ro-bind", src, dst]
     return args

@@ -41,6 +41,10 @@ warm interpreter's memory image (each run gets a copy-on-write copy of the same 
 hash seed and preloaded modules: nothing secret is in it, but runs are not byte-identical to a
 fresh interpreter); timing side channels between concurrent runs. It needs root (it drops to
 per-run uids); unprivileged hosts use the per-run bwrap path.
+
+Reclamation: bwrap runs with ``--die-with-parent``, started from a keeper thread that lives
+as long as the server (``reap.Keeper``); ``close()`` returns once the server's pid namespace,
+and every run nested in it, is empty.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from typing import Any
 
 from verifiers.sandbox.guest import bundle
 from verifiers.sandbox.process.guest import forkserver as forkserver_main
+from verifiers.sandbox.process.reap import Keeper, inits_of, wait_gone
 from verifiers.sandbox.warm import warm_sources
 
 SERVER_SOURCE = bundle(forkserver_main.__file__)
@@ -204,6 +209,8 @@ class ForkServer:
         self._ctl: socket.socket | None = None
         self._owner = 0
         self._warm_count = 0
+        self._inits: list[int] = []  # pidfd of the server's pid-namespace init
+        self._keeper = Keeper()
 
     def _start(self) -> None:
         self._stop()
@@ -220,13 +227,14 @@ class ForkServer:
             caps = [a for c in _CAPS for a in ("--cap-add", c)]
             argv = [
                 self._bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc",
-                "--unshare-uts", "--unshare-cgroup-try", *caps, "--new-session", *self._binds,
+                "--unshare-uts", "--unshare-cgroup-try", *caps, "--new-session",
+                "--die-with-parent", *self._binds,
                 "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
                 "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
                 "--setenv", "LANG", "C.UTF-8",
                 "--", self._python, "-I", "-S", "-c", SERVER_SOURCE, str(cfd),
             ]  # fmt: skip
-            self._proc = subprocess.Popen(
+            self._proc = self._keeper.popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -240,6 +248,7 @@ class ForkServer:
         self._ctl, self._owner, self._warm_count = ctl, os.getpid(), len(warm_sources())
         ready, _, _ = select.select([ctl], [], [], 30.0)
         hello = ctl.recv(16) if ready else b""
+        self._inits = inits_of(self._proc.pid)
         if hello != b"ready":
             err = b""
             if self._proc.poll() is not None and self._proc.stderr:
@@ -250,15 +259,27 @@ class ForkServer:
         self._proc.stderr.close()  # the server never writes there once running
 
     def _stop(self) -> None:
+        """Close the control socket (the server kills every run and exits), wait for it.
+
+        A server that does not exit in time is killed with its bwrap, whose init then dies
+        of its parent-death signal; either way this returns once the server's pid
+        namespace, and so every run nested in it, is empty (or after 30 s).
+        """
         if self._ctl is not None:
             self._ctl.close()
             self._ctl = None
         if self._proc is not None:
-            try:
-                self._proc.wait(timeout=2.0)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+            if self._owner == os.getpid():
+                try:
+                    self._proc.wait(timeout=5.0)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+                    self._proc.wait()
+                wait_gone(self._inits, 30.0)
+            else:  # a forked copy of the host: the server belongs to the parent
+                for fd in self._inits:
+                    os.close(fd)
+            self._inits = []
             for f in (self._proc.stderr,):
                 if f is not None:
                     f.close()
@@ -296,6 +317,7 @@ class ForkServer:
         """Stop the server; every run still going is killed with it."""
         with self._lock:
             self._stop()
+            self._keeper.stop()
 
 
 def start_run(

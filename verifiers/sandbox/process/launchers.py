@@ -14,3 +14,4 @@ from verifiers.sandbox.guest import bundle
 _GUEST = Path(__file__).parent / "guest"  # scripts: never imported on the host, only read
 RLIMIT_LAUNCHER = bundle(str(_GUEST / "rlimit_launcher.py"))
 COLLECTOR = bundle(str(_GUEST / "collector.py"))
+MOUNTNS = bundle(str(_GUEST / "mountns.py"))

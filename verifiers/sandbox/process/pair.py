@@ -72,10 +72,11 @@ class PairProcess:
                 self.returncode = -9
         return self.returncode
 
-    def close(self, linger: bool = True) -> None:
-        """Kill what is left and release the pipes; the uids once the namespace is empty.
+    def close(self, linger: bool = False) -> None:
+        """Kill what is left, release the pipes, wait (up to 30 s) until the namespace is empty.
 
-        With ``linger`` the server's confirmation is not waited for here: the run is handed
+        With ``linger`` the server's confirmation is not waited for here (so processes of
+        the pair may still exist for a moment after this returns): the run is handed
         to ``reap_lingering`` (called on every start and close), which returns its uids only
         when the server reports the namespace gone, so no uid is reused while in use.
         """

@@ -22,6 +22,7 @@ from verifiers.sandbox.base import Execution, Limits
 from verifiers.sandbox.pipes import Pump, drain_until
 from verifiers.sandbox.process.binds import infra_error
 from verifiers.sandbox.process.forkserver import ForkedProcess
+from verifiers.sandbox.process.reap import inits_of, wait_gone
 from verifiers.sandbox.support import limit_from, parse_frames, read_nofollow
 
 WORKDIR = "/tmp"
@@ -60,21 +61,40 @@ class SandboxProcess:
     started: float
     collect_fd: int | None = None
     scratch: str | None = None
+    namespaced: bool = True
     _fds: list[int] = field(default_factory=list)
+    _inits: list[int] = field(default_factory=list)
 
     def kill(self) -> None:
-        """Kill the whole process group (with namespaces: the whole sandbox)."""
+        """Kill the whole sandbox (``close`` then waits until its pid namespace is empty).
+
+        The launcher (bwrap, unshare) is a child of this host process, the namespace's init a
+        child of the launcher: its pidfd is taken before the kill, ``close`` waits on it.
+        Without namespaces (weak mode) only the process group is killed.
+        """
+        self._inits += self._signal()
+
+    def _signal(self) -> list[int]:
         if isinstance(self.popen, ForkedProcess):
             self.popen.kill()
-            return
+            return []
+        alive = self.popen.returncode is None and self.namespaced
+        inits = inits_of(self.popen.pid) if alive else []
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.popen.kill()
+        return inits
+
+    def reclaim(self) -> None:
+        """Kill the run and wait until it is gone, leaving its pipes to the owner's thread."""
+        wait_gone(self._signal(), 30.0)
 
     def close(self) -> None:
-        """Kill what is left, reap it, close the pipes and remove the scratch dir."""
+        """Kill what is left, wait until none of it exists (30 s at most), clean up."""
         self.kill()
+        wait_gone(self._inits, 30.0)
+        self._inits = []
         with contextlib.suppress(subprocess.TimeoutExpired):  # a server that stopped answering
             self.popen.wait(timeout=30.0)
         for f in (self.popen.stdin, self.popen.stdout, self.popen.stderr):

@@ -1,19 +1,30 @@
 """The ``process`` sandbox: Linux namespaces (bubblewrap, else unshare) plus rlimits.
 
+``isolation``: ``bwrap`` (bubblewrap; with root, a warm fork server), ``unshare`` (util-linux
+``unshare`` plus a guest that pivots into a private read-only root, reported as
+``unshare-mount``: the same filesystem view as bwrap), ``auto`` (bwrap, else unshare), or
+``none`` (rlimits only on the host's filesystem; only with ``allow_weak_isolation``, which
+warns). If no namespace method works the constructor refuses unless weak isolation was
+accepted; ``describe()`` reports the method actually used and ``weak``.
+
 With bubblewrap (the default) a run gets new pid/net/ipc/uts (and, unprivileged, user)
 namespaces, a read-only view of only the system dirs and the interpreter's own prefix, a
 private size-limited tmpfs as its writable cwd (``/tmp``), a cleared environment, and
 rlimits on address space, CPU seconds, processes, file size and core dumps. Input files are
-read-only inside. Run as root, the command drops to a per-run unprivileged uid (so RLIMIT_NPROC
-applies and root-only files stay closed); unprivileged, it runs as the caller's uid mapped into
-a fresh user namespace. A wall-clock kill takes down the whole pid namespace.
+read-only inside. Run as root, the command drops to a per-run unprivileged uid (so
+RLIMIT_NPROC applies and root-only files stay closed); unprivileged, it runs as the caller's
+uid mapped into a fresh user namespace. A wall-clock kill takes down the whole pid namespace.
+No process of a run outlives its verdict or ``close()``: the host waits until the run's pid
+namespace is empty, ``close()`` kills runs still going, and parent-death signals end every
+run if the host process dies.
 
 It does NOT guard against: kernel exploits (the seccomp filter is a deny list of dangerous
 calls, see seccomp.py, not an allow list); memory or CPU summed over processes (RLIMITs are
 per process, so the worst case is ``max_processes`` times the limit until the wall clock
 fires); reading world-readable files under the bound system dirs; timing
-side channels. The ``unshare`` fallback isolates network, pids, ipc and uts but NOT the
-filesystem (host files readable by the run's uid are visible; scratch size is not bounded).
+side channels. A run started from a thread is tied to that thread (parent-death signals
+fire when the forking thread exits), so a thread must outlive the runs it starts.
+Unprivileged, the ``unshare`` fallback needs user namespaces that may mount a fresh /proc.
 Weak mode (``allow_weak_isolation``) applies rlimits only: no network or pid isolation, and a
 process that leaves the process group survives the kill.
 """
@@ -21,11 +32,15 @@ process that leaves the process group survives the kill.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
 import subprocess
+import threading
 import time
+import warnings
+import weakref
 
 from verifiers.sandbox.base import (
     Capabilities,
@@ -37,6 +52,7 @@ from verifiers.sandbox.base import (
 )
 from verifiers.sandbox.process.binds import (
     bind_args,
+    mount_plan,
     sandbox_site_paths,
     venv_site_paths,
 )
@@ -52,12 +68,25 @@ from verifiers.sandbox.process.runs import (
     warm_job,
 )
 from verifiers.sandbox.process.seccomp import build_filter
+from verifiers.sandbox.process.unshare import unshare_argv
 from verifiers.sandbox.support import (
     check_name,
     host_scratch,
 )
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_METHODS = {  # the isolation option -> the methods tried, in order
+    "auto": ["bwrap", "unshare-mount"],
+    "bwrap": ["bwrap"],
+    "unshare": ["unshare-mount"],
+    "none": ["none"],
+}
+_NAMESPACED = ("bwrap", "unshare-mount")
+log = logging.getLogger(__name__)
+WEAK_WARNING = (
+    "WEAK ISOLATION: the process sandbox runs commands with rlimits only, on the host's "
+    "filesystem and network, as this user; only trusted code should run like this."
+)
 
 
 class ProcessSandbox(Sandbox):
@@ -84,10 +113,17 @@ class ProcessSandbox(Sandbox):
         prlimit, setpriv = shutil.which("prlimit", path=PATH), shutil.which("setpriv", path=PATH)
         self._prlimit = prlimit
         self._setpriv = setpriv if self._root else None
+        self._pdeathsig = shutil.which("setpriv")  # unshare's parent-death signal
         self._binds = bind_args(self.python, _SYSTEM_DIRS)
+        self._plan = mount_plan(self.python, _SYSTEM_DIRS)
         self._seccomp = build_filter()
         self._server: ForkServer | None = None
+        self._runs: weakref.WeakValueDictionary[int, SandboxProcess] = weakref.WeakValueDictionary()
+        self._runs_lock = threading.Lock()
         self.method = self._select(isolation)
+        if self.method == "none":
+            warnings.warn(WEAK_WARNING, RuntimeWarning, stacklevel=2)
+            log.warning(WEAK_WARNING)
         self.warm_unavailable = "" if warm else "disabled"
         if warm and self.method == "bwrap" and not self._root:
             self.warm_unavailable = "needs root (per-run uids)"
@@ -103,28 +139,48 @@ class ProcessSandbox(Sandbox):
             spawn=True,
             paired_runs=self._server is not None,
             warm_scripts=self._server is not None,
-            own_pid_namespace=self.method in ("bwrap", "unshare"),
-            private_loopback=self.method in ("bwrap", "unshare"),
+            own_pid_namespace=self.method in _NAMESPACED,
+            private_loopback=self.method in _NAMESPACED,
             site_packages=tuple(
-                sandbox_site_paths() if self.method == "bwrap" else venv_site_paths()
+                sandbox_site_paths() if self.method in _NAMESPACED else venv_site_paths()
             ),
         )
 
     # ------------------------------------------------------------------ public API
     def describe(self) -> dict[str, str | bool]:
-        """Backend, isolation method and whether the isolation is weak."""
+        """What runs actually get: isolation method, private filesystem, weak or not.
+
+        ``isolation`` is ``bwrap``, ``unshare-mount`` (util-linux namespaces and a private
+        read-only root) or ``none`` (rlimits only, host filesystem: always ``weak``).
+        """
+        isolated = self.method in _NAMESPACED
+        if not isolated:
+            uid = "caller uid (no namespaces)"
+        elif self._root:
+            uid = "per-run unprivileged uid"
+        else:
+            uid = "caller uid in a user namespace"
         return {
             "backend": self.name,
             "isolation": self.method,
-            "weak": self.method == "none",
-            "filesystem_isolated": self.method == "bwrap",
-            "uid": "per-run unprivileged uid" if self._root else "caller uid in a user namespace",
+            "weak": not isolated,
+            "filesystem_isolated": isolated,
+            "uid": uid,
             "executor": "forkserver" if self._server else "per-run",
-            "seccomp": self._seccomp is not None and self.method == "bwrap",
+            "seccomp": self._seccomp is not None and isolated,
         }
 
     def close(self) -> None:
-        """Stop the fork server (runs still going are killed with it)."""
+        """Kill every run still going and wait until none of its processes exists.
+
+        The fork server is stopped (it kills its runs first); per-run sandboxes that were
+        spawned and not yet closed are killed here. The sandbox stays usable (a later run
+        starts a new server).
+        """
+        with self._runs_lock:
+            runs = list(self._runs.values())
+        for proc in runs:
+            proc.reclaim()
         if self._server is not None:
             self._server.close()
 
@@ -187,9 +243,24 @@ class ProcessSandbox(Sandbox):
             if self.method == "bwrap":
                 argv = self._bwrap_argv(files, limits, inner, keep)
                 cwd = "/"
+            elif self.method == "unshare-mount":
+                if collect:
+                    collect_r, collect_w = os.pipe()
+                    keep.append(collect_w)
+                assert self._pdeathsig and self._unshare
+                argv = unshare_argv(
+                    (self._pdeathsig, self._unshare, self.python),
+                    self._plan,
+                    (files, command, limits),
+                    uid,
+                    self._seccomp,
+                    (collect, keep[-1] if collect else -1),
+                    keep,
+                )
+                cwd = "/"
             else:
                 scratch = host_scratch(files, uid)
-                argv = self._ns_prefix(uid) + inner
+                argv = inner
                 cwd = scratch
             env = {
                 "PATH": PATH,
@@ -216,7 +287,9 @@ class ProcessSandbox(Sandbox):
             raise
         for fd in keep:
             os.close(fd)
-        return SandboxProcess(popen, time.monotonic(), collect_r, scratch)
+        return self._track(
+            SandboxProcess(popen, time.monotonic(), collect_r, scratch, self.method != "none")
+        )
 
     def _spawn_warm(
         self,
@@ -235,6 +308,11 @@ class ProcessSandbox(Sandbox):
         }
         proc, collect_r = start_run(self._server, job, files, bool(collect))
         return SandboxProcess(proc, time.monotonic(), collect_r)
+
+    def _track(self, proc: SandboxProcess) -> SandboxProcess:
+        with self._runs_lock:
+            self._runs[id(proc)] = proc
+        return proc
 
     def spawn_pair(
         self,
@@ -372,34 +450,10 @@ class ProcessSandbox(Sandbox):
         ]
         return argv
 
-    def _ns_prefix(self, uid: int | None) -> list[str]:
-        if self.method == "unshare":
-            assert self._unshare
-            user = [] if self._root else ["--user", "--map-root-user"]
-            return [
-                self._unshare,
-                *user,
-                "--pid",
-                "--fork",
-                "--kill-child",
-                "--mount-proc",
-                "--net",
-                "--ipc",
-                "--uts",
-                "--",
-            ]
-        return []
-
     # ------------------------------------------------------------------ probing
     def _select(self, isolation: str) -> str:
-        order = {
-            "auto": ["bwrap", "unshare"],
-            "bwrap": ["bwrap"],
-            "unshare": ["unshare"],
-            "none": ["none"],
-        }[isolation]
         reasons: list[str] = []
-        for method in order:
+        for method in _METHODS[isolation]:
             why = self._probe(method)
             if why is None:
                 return method
@@ -408,14 +462,16 @@ class ProcessSandbox(Sandbox):
             return "none"
         raise SandboxUnavailable(
             "no namespace isolation works here (" + "; ".join(reasons) + "). Install bubblewrap "
-            "and allow user namespaces, or accept rlimits only with --allow-weak-isolation "
+            "(or util-linux unshare and setpriv) and allow user namespaces, or accept rlimits "
+            "only, on the host's filesystem, with --allow-weak-isolation "
             "(allow_weak_isolation=True)."
         )
 
     def _probe(self, method: str) -> str | None:
-        tool = {"bwrap": self._bwrap, "unshare": self._unshare}.get(method, "none")
-        if not tool:
-            return "not installed"
+        if method == "bwrap" and not self._bwrap:
+            return "bwrap not installed"
+        if method == "unshare-mount" and not (self._unshare and self._pdeathsig):
+            return "unshare or setpriv not installed"
         self.method = method
         ex = self.run(
             {"probe.txt": "ok"},

@@ -24,7 +24,9 @@ run: its ``init`` forks the candidate job and then itself becomes the tests job 
 The server watches each ``init`` with a pidfd and its status socket: a byte or EOF from the
 host kills ``init`` (and with it the whole pid namespace); when ``init`` is reaped the
 namespace is empty and the server writes ``{"rc": code}`` and closes the socket. EOF on the
-control socket (the host went away) ends the server and so, through bwrap, every job.
+control socket (the host went away) makes the server SIGKILL every run's ``init`` (after
+the kill requests of the same poll round) and exit. Each ``init`` also has a parent-death
+signal, so a server that dies any other way takes its runs with it.
 See ``verifiers.sandbox.process.forkserver`` for the isolation argument.
 """
 
@@ -40,66 +42,40 @@ import resource
 import select
 import signal
 import socket
-import stat
 import struct
 import sys
 import types
 from typing import Any
 
 from verifiers.sandbox.guest.pyrun import exit_code, finish, fresh_main, script_of
+from verifiers.sandbox.process.guest.nsutil import (
+    _RLIMITS,
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUTS,
+    MS_BIND,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_REC,
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_PDEATHSIG,
+    PR_SET_SECCOMP,
+    SECCOMP_MODE_FILTER,
+    _collect,
+    _keep_only,
+    _libc,
+    _loopback_up,
+    _mount,
+    _ok,
+    _write_all,
+    _write_inputs,
+)
 
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 0x4000, 1 << 18
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-_libc = ctypes.CDLL(None, use_errno=True)
 _REAL_EXE = os.path.realpath(sys.executable)
-_RLIMITS = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE")
-
-
-def _ok(rc: int, what: str) -> None:
-    if rc != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, f"{what}: {os.strerror(e)}")
-
-
-def _mount(src: str, dst: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _ok(
-        _libc.mount(
-            src.encode(),
-            dst.encode(),
-            fstype.encode() if fstype else None,
-            ctypes.c_ulong(flags),
-            data.encode() if data else None,
-        ),
-        f"mount {dst}",
-    )
-
-
-def _loopback_up() -> None:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        req = struct.pack("16sh", b"lo", 0)
-        flags = struct.unpack("16sh", fcntl.ioctl(s, 0x8913, req))[1]  # SIOCGIFFLAGS
-        fcntl.ioctl(s, 0x8914, struct.pack("16sh", b"lo", flags | 1))  # SIOCSIFFLAGS, IFF_UP
-    finally:
-        s.close()
-
-
-def _keep_only(keep: set[int]) -> None:
-    """Close every fd above 2 not in ``keep`` (close_range under the hood)."""
-    lo = 3
-    for fd in sorted(f for f in keep if f >= 3):
-        if fd > lo:
-            os.closerange(lo, fd)
-        lo = fd + 1
-    os.closerange(lo, 1 << 20)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 # --------------------------------------------------------------------------- init (pid 1)
@@ -122,52 +98,8 @@ def _setup_scratch(job: dict[str, Any], body: bytes, hidepid: bool = False) -> i
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, proc_opts)
     _loopback_up()
     root = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
-    pos = 0
-    for name, n in job["files"]:
-        parts = name.split("/")
-        if not name or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
-            raise ValueError(f"bad file name {name!r}")
-        d = root
-        for p in parts[:-1]:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(p, 0o755, dir_fd=d)
-            nd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=d)
-            if d != root:
-                os.close(d)
-            d = nd
-        f = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444, dir_fd=d)
-        _write_all(f, body[pos : pos + n])
-        os.close(f)
-        if d != root:
-            os.close(d)
-        pos += n
+    _write_inputs(root, job["files"], body)
     return root
-
-
-def _collect(names: list[str], cap: int, fd: int) -> None:
-    """Stream the named files to ``fd`` as frames (see ``launchers.COLLECTOR``); no symlinks."""
-    for name in names:
-        data: bytes | None = None
-        fds: list[int] = []
-        try:
-            cur = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
-            fds.append(cur)
-            parts = name.split("/")
-            for p in parts[:-1]:
-                cur = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=cur)
-                fds.append(cur)
-            cur = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=cur)
-            fds.append(cur)
-            if stat.S_ISREG(os.fstat(cur).st_mode):
-                data = os.read(cur, cap + 1)
-        except OSError:
-            data = None
-        finally:
-            for f in fds:
-                os.close(f)
-        size = -1 if data is None else (-2 if len(data) > cap else len(data))
-        frame = (json.dumps({"name": name, "size": size}) + "\n").encode()
-        _write_all(fd, frame + (data if data is not None and size >= 0 else b""))
 
 
 def _init(fds: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
@@ -208,18 +140,19 @@ def _init(fds: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- pair (pid 1)
-def _pair_init(fds: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
+def _pair_init(fds: list[int], cfg: dict[str, Any], server: int) -> dict[str, Any]:
     """Pid 1 of a pair's namespace: fork the candidate, then become the tests process.
 
     The payload is ``<Q header length>``, a JSON header (``cand`` and ``tests`` jobs, each
     with its files' names and sizes, and ``scratch_bytes``), the candidate's file bytes, then
     the tests' file bytes. The tests' bytes are read only after the candidate was forked, so
     they are never in its memory, and land in a directory only the tests' uid can enter.
-    Returns (in each of the two processes) the job to run warm.
+    Returns (in each of the two processes) the job to run warm. ``server`` (the server's
+    pidfd) lets the tests process re-arm its parent-death signal after its uid changed.
     """
     results, stderr, status, payload = fds
     try:
-        _keep_only(set(fds))
+        _keep_only({*fds, server})
         (hlen,) = struct.unpack("<Q", os.pread(payload, 8, 0))
         head = json.loads(os.pread(payload, hlen, 8))
         cand, tests = head["cand"], head["tests"]
@@ -240,7 +173,7 @@ def _pair_init(fds: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
         os._exit(1)
     pid = os.fork()
     if pid == 0:
-        for f in (results, status, payload, tdir, to_cand[1], from_cand[0]):
+        for f in (results, status, payload, tdir, to_cand[1], from_cand[0], server):
             os.close(f)
         return _become_job(cand, [to_cand[0], from_cand[1], stderr], cfg)
     os.close(to_cand[0])
@@ -262,21 +195,25 @@ def _pair_init(fds: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
         os.write(status, (json.dumps({"error": f"pair setup failed: {e}"}) + "\n").encode())
         os._exit(1)
     tests = {**tests, "argv": [*tests["argv"], str(pid)], "cwd": "/tmp/.t"}
-    return _become_job(tests, [from_cand[0], to_cand[1], stderr, results], cfg)
+    return _become_job(tests, [from_cand[0], to_cand[1], stderr, results], cfg, server)
 
 
 # --------------------------------------------------------------------------- the job
-def _become_job(job: dict[str, Any], fds: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
+def _become_job(
+    job: dict[str, Any], fds: list[int], cfg: dict[str, Any], server: int = -1
+) -> dict[str, Any]:
     """Drop to the job's uid and limits; exec the command or return it for a warm run.
 
-    ``fds`` become the job's fds 0, 1, 2, ... in order; every other fd is closed.
+    ``fds`` become the job's fds 0, 1, 2, ... in order; every other fd is closed. With
+    ``server`` (a pidfd; the pair's tests process, pid 1 of its namespace) the parent-death
+    signal, which a uid change clears, is set again once the uid is dropped.
     """
     try:
         os.setsid()
-        high = [fcntl.fcntl(f, fcntl.F_DUPFD_CLOEXEC, 64) for f in fds]
-        for i, f in enumerate(high):
+        high = [fcntl.fcntl(f, fcntl.F_DUPFD_CLOEXEC, 64) for f in [*fds, server] if f >= 0]
+        for i, f in enumerate(high[: len(fds)]):
             os.dup2(f, i)
-        _keep_only(set(range(len(fds))))
+        _keep_only({*range(len(fds)), *high[len(fds) :]})
         os.chdir(job.get("cwd", "/tmp"))
         for name in _RLIMITS:
             soft, hard = job["rlimits"][name]
@@ -285,6 +222,9 @@ def _become_job(job: dict[str, Any], fds: list[int], cfg: dict[str, Any]) -> dic
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
+        if server >= 0:
+            _die_with(high[-1])
+            os.close(high[-1])
         _ok(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
         if cfg.get("_prog"):
             _ok(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, cfg["_prog"], 0, 0), "seccomp")
@@ -346,65 +286,81 @@ def run_warm(job: dict[str, Any], warm: dict[str, tuple[types.CodeType, dict[str
 def serve(ctl: socket.socket, cfg: dict[str, Any]) -> dict[str, Any]:
     """Fork jobs until the host closes ``ctl``; returns only inside a warm job process."""
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
+    me = os.pidfd_open(os.getpid())
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
     pidfds: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket)
     socks: dict[int, int] = {}  # status socket -> pidfd
     ctl.send(b"ready")
     while True:
-        for fd, _ in poller.poll()[:1]:  # one event per poll: fd numbers get reused
-            if fd == ctl.fileno():
-                try:
-                    msg, fds, _flags, _addr = socket.recv_fds(ctl, 16, 8)
-                except OSError:
-                    os._exit(0)
-                if not msg:
-                    os._exit(0)
-                want, st_i = (4, 2) if msg == b"p" else (6, 3)
-                if len(fds) != want:
-                    for f in fds:
-                        os.close(f)
-                    continue
-                if msg == b"n":  # no collect pipe: the host sent a stand-in fd
-                    os.close(fds[4])
-                    fds[4] = -1
-                _ok(_libc.unshare(CLONE_NEWPID), "unshare pid")
-                try:
-                    pid = os.fork()
-                except OSError:
-                    pid = -1
-                if pid == 0:
-                    ctl.detach()
-                    return _pair_init(fds, cfg) if msg == b"p" else _init(fds, cfg)
-                _ok(_libc.setns(own_pidns, CLONE_NEWPID), "setns pid")
-                sock = fds[st_i]
-                for f in fds:
-                    if f >= 0 and f != sock:
-                        os.close(f)
-                if pid < 0:
-                    os.write(sock, b'{"error": "fork failed"}\n{"rc": -9}\n')
-                    os.close(sock)
-                    continue
-                pidfd = os.pidfd_open(pid)
-                pidfds[pidfd] = (pid, sock)
-                socks[sock] = pidfd
-                poller.register(pidfd, select.POLLIN)
-                poller.register(sock, select.POLLIN)
-            elif fd in socks:  # the host asks for a kill (a byte or EOF)
+        ready = {fd for fd, _ in poller.poll()}
+        # Kills first, then ends, then at most one request: a request opens fds (numbers of
+        # ones closed above may be reused), so it comes last; EOF on ``ctl`` comes after
+        # the kills of the same round were sent.
+        for fd in sorted(ready & socks.keys()):  # the host asks for a kill (a byte or EOF)
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(socks.pop(fd), signal.SIGKILL)
+            poller.unregister(fd)
+        for fd in sorted(ready & pidfds.keys()):  # init exited: its pid namespace is gone
+            pid, sock = pidfds.pop(fd)
+            _, st = os.waitpid(pid, 0)
+            rc = os.WEXITSTATUS(st) if os.WIFEXITED(st) else -os.WTERMSIG(st)
+            with contextlib.suppress(OSError):
+                os.write(sock, (json.dumps({"rc": rc}) + "\n").encode())
+            if socks.pop(sock, None) is not None:
+                poller.unregister(sock)
+            poller.unregister(fd)
+            os.close(sock)
+            os.close(fd)
+        if ctl.fileno() not in ready:
+            continue
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(ctl, 16, 8)
+        except OSError:
+            msg, fds = b"", []
+        if not msg:  # the host went away: no run outlives it
+            for pidfd in pidfds:
                 with contextlib.suppress(OSError):
-                    signal.pidfd_send_signal(socks.pop(fd), signal.SIGKILL)
-                poller.unregister(fd)
-            elif fd in pidfds:  # init exited: its whole pid namespace is gone
-                pid, sock = pidfds.pop(fd)
-                _, st = os.waitpid(pid, 0)
-                rc = os.WEXITSTATUS(st) if os.WIFEXITED(st) else -os.WTERMSIG(st)
-                with contextlib.suppress(OSError):
-                    os.write(sock, (json.dumps({"rc": rc}) + "\n").encode())
-                if socks.pop(sock, None) is not None:
-                    poller.unregister(sock)
-                poller.unregister(fd)
-                os.close(sock)
-                os.close(fd)
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            os._exit(0)
+        want, st_i = (4, 2) if msg == b"p" else (6, 3)
+        if len(fds) != want:
+            for f in fds:
+                os.close(f)
+            continue
+        if msg == b"n":  # no collect pipe: the host sent a stand-in fd
+            os.close(fds[4])
+            fds[4] = -1
+        _ok(_libc.unshare(CLONE_NEWPID), "unshare pid")
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
+        if pid == 0:
+            ctl.detach()
+            _die_with(me)
+            return _pair_init(fds, cfg, me) if msg == b"p" else _init(fds, cfg)
+        _ok(_libc.setns(own_pidns, CLONE_NEWPID), "setns pid")
+        sock = fds[st_i]
+        for f in fds:
+            if f >= 0 and f != sock:
+                os.close(f)
+        if pid < 0:
+            os.write(sock, b'{"error": "fork failed"}\n{"rc": -9}\n')
+            os.close(sock)
+            continue
+        pidfd = os.pidfd_open(pid)
+        pidfds[pidfd] = (pid, sock)
+        socks[sock] = pidfd
+        poller.register(pidfd, select.POLLIN)
+        poller.register(sock, select.POLLIN)
+
+
+def _die_with(server: int) -> None:
+    """SIGKILL this process when the server dies (and exit now if it already has)."""
+    _ok(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+    if select.select([server], [], [], 0)[0]:  # the server's pidfd: readable once it exited
+        os._exit(1)
 
 
 def boot() -> tuple[dict[str, Any], dict[str, tuple[types.CodeType, dict[str, Any]]]]:

@@ -1,0 +1,25 @@
+"""The curation manifest records the isolation each worker's sandbox really had."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_manifest_lists_the_workers_sandboxes(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["curate", "--input", str(ROOT / "examples" / "tasks"), "--output", str(out)]
+    replay = str(ROOT / "examples" / "replay" / "completions.jsonl")
+    assert (
+        main([*args, "--sampler", "replay", "--replay", replay, "--samples", "2", "--quiet"]) == 0
+    )
+    sandbox = json.loads((out / "manifest.json").read_text())["sandbox"]
+    used = sandbox["used_by_workers"]
+    assert used and all(u["instances"] >= 1 for u in used), sandbox
+    for u in used:
+        assert u["backend"] == "process" and u["isolation"] in ("bwrap", "unshare-mount"), u
+        assert u["filesystem_isolated"] is True and u["weak"] is False, u
