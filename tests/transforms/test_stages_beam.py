@@ -123,7 +123,7 @@ def _big_texts() -> dict[int, tuple[str, str]]:
         3: ("keep", task("dup", "Write add(a, b) for ints.")),
         4: ("validate.duplicate_id", task("dup", "Another prompt for the same id.")),
         5: ("keep", task("orig", "Write add(a, b) for floats.")),
-        6: ("dedup.exact", task("copy", "write ADD(a, b)   for floats.")),
+        6: ("dedup.exact", task("copy", "  Write add(a, b)   for floats.\n")),
         7: ("keep", task("long", words + " alpha")),
         8: ("dedup.near", task("near", words + " beta")),
         9: ("filter.too_easy", task("easy", "Write add(a, b) for decimals.")),
