@@ -142,7 +142,9 @@ def _stray_processes(sb) -> int:
 def test_nothing_left_running_after(docker_sandbox):
     ex = docker_sandbox.run({}, ["sh", "-c", "setsid sleep 60 >/dev/null 2>&1 & echo started"], L)
     assert ex.stdout == b"started\n"
-    time.sleep(0.5)  # a recycled container is replaced in the background
+    deadline = time.monotonic() + 20  # a recycled container is replaced in the background
+    while _stray_processes(docker_sandbox) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert _stray_processes(docker_sandbox) == 0
 
 

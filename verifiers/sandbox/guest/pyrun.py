@@ -11,8 +11,28 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import sys
 import types
+from typing import NoReturn
+
+
+def warm_eligible(argv: list[str], real_exe: str) -> bool:
+    """Whether ``argv`` is ``python -I -S script|-c code ...`` for this interpreter, which a
+    warm fork can run in place of an exec."""
+    return (
+        len(argv) >= 4
+        and (argv[0] == sys.executable or os.path.realpath(argv[0]) == real_exe)
+        and argv[1:3] == ["-I", "-S"]
+        and ((argv[3] == "-c" and len(argv) >= 5) or not argv[3].startswith("-"))
+    )
+
+
+def exec_command(argv: list[str], env: dict[str, str]) -> NoReturn:
+    """Exec ``argv`` with the signal dispositions a freshly started program expects."""
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_DFL)
+    os.execvpe(argv[0], argv, env)
 
 
 def script_of(argv: list[str]) -> tuple[str, str, list[str]]:

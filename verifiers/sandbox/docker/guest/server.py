@@ -61,9 +61,17 @@ from verifiers.sandbox.docker.guest.cleanup import (
     reap,
     remove_owned,
 )
-from verifiers.sandbox.guest.pyrun import exit_code, finish, fresh_main, script_of
+from verifiers.sandbox.guest.pyrun import (
+    exec_command,
+    exit_code,
+    finish,
+    fresh_main,
+    script_of,
+    warm_eligible,
+)
 
 FRAME = struct.Struct(">cI")
+_REAL_EXE = os.path.realpath(sys.executable)
 MAX_LINE = 1 << 24
 _CHUNK = 65536
 _PR_SET_DUMPABLE = 4
@@ -144,11 +152,9 @@ def _become_job(fds: list[int]) -> dict[str, Any]:
         os.environ.clear()
         os.environ.update(req["env"])
         argv = [str(a) for a in req["argv"]]
-        if _warm_eligible(argv):
+        if warm_eligible(argv, _REAL_EXE):
             return req
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(sig, signal.SIG_DFL)
-        os.execvpe(argv[0], argv, req["env"])
+        exec_command(argv, req["env"])
     except OSError as e:
         os.write(2, f"sandbox: cannot run the command: {e}\n".encode())
         os._exit(127)
@@ -156,15 +162,6 @@ def _become_job(fds: list[int]) -> dict[str, Any]:
         os.write(2, f"sandbox: job setup failed: {e!r}\n".encode())
         os._exit(126)
     raise AssertionError("unreachable")
-
-
-def _warm_eligible(argv: list[str]) -> bool:
-    return (
-        len(argv) >= 4
-        and os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
-        and argv[1:3] == ["-I", "-S"]
-        and ((argv[3] == "-c" and len(argv) >= 5) or not argv[3].startswith("-"))
-    )
 
 
 def run_warm(req: dict[str, Any], warm: dict[str, types.CodeType]) -> None:

@@ -47,7 +47,14 @@ import sys
 import types
 from typing import Any
 
-from verifiers.sandbox.guest.pyrun import exit_code, finish, fresh_main, script_of
+from verifiers.sandbox.guest.pyrun import (
+    exec_command,
+    exit_code,
+    finish,
+    fresh_main,
+    script_of,
+    warm_eligible,
+)
 from verifiers.sandbox.process.guest.nsutil import (
     _RLIMITS,
     CLONE_NEWIPC,
@@ -65,7 +72,6 @@ from verifiers.sandbox.process.guest.nsutil import (
     PR_SET_PDEATHSIG,
     PR_SET_SECCOMP,
     SECCOMP_MODE_FILTER,
-    _collect,
     _keep_only,
     _libc,
     _loopback_up,
@@ -73,6 +79,7 @@ from verifiers.sandbox.process.guest.nsutil import (
     _ok,
     _write_all,
     _write_inputs,
+    reap_then_exit,
 )
 
 _REAL_EXE = os.path.realpath(sys.executable)
@@ -124,19 +131,7 @@ def _init(fds: list[int], cfg: dict[str, Any]) -> dict[str, Any]:
         return _become_job(job, [stdin, stdout, stderr], cfg)
     for f in (stdin, stdout, stderr, status):
         os.close(f)
-    while True:  # reap orphans until the job itself exits
-        try:
-            got, st = os.waitpid(-1, 0)
-        except ChildProcessError:
-            os._exit(1)
-        except InterruptedError:
-            continue
-        if got == pid:
-            break
-    if collect >= 0:
-        with contextlib.suppress(OSError):
-            _collect(list(job["collect"]), int(job["cap"]), collect)
-    os._exit(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
+    reap_then_exit(pid, collect, job)
 
 
 # --------------------------------------------------------------------------- pair (pid 1)
@@ -233,11 +228,9 @@ def _become_job(
         os.environ.clear()
         os.environ.update(job["env"])
         argv = list(job["argv"])
-        if _warm_eligible(argv):
+        if warm_eligible(argv, _REAL_EXE):
             return job
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(sig, signal.SIG_DFL)
-        os.execvpe(argv[0], argv, job["env"])
+        exec_command(argv, job["env"])
     except OSError as e:
         os.write(2, f"sandbox: cannot run {job['argv'][:1]!r}: {e}\n".encode())
         os._exit(127)
@@ -245,15 +238,6 @@ def _become_job(
         os.write(2, f"sandbox: job setup failed: {e!r}\n".encode())
         os._exit(126)
     raise AssertionError("unreachable")
-
-
-def _warm_eligible(argv: list[str]) -> bool:
-    return (
-        len(argv) >= 4
-        and (argv[0] == sys.executable or os.path.realpath(argv[0]) == _REAL_EXE)
-        and argv[1:3] == ["-I", "-S"]
-        and ((argv[3] == "-c" and len(argv) >= 5) or not argv[3].startswith("-"))
-    )
 
 
 def run_warm(job: dict[str, Any], warm: dict[str, tuple[types.CodeType, dict[str, Any]]]) -> None:

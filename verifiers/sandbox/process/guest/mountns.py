@@ -28,11 +28,11 @@ import json
 import os
 import platform
 import resource
-import signal
 import struct
 import sys
 from typing import Any
 
+from verifiers.sandbox.guest.pyrun import exec_command
 from verifiers.sandbox.process.guest.nsutil import (
     _RLIMITS,
     CLONE_NEWUSER,
@@ -46,13 +46,13 @@ from verifiers.sandbox.process.guest.nsutil import (
     PR_SET_NO_NEW_PRIVS,
     PR_SET_SECCOMP,
     SECCOMP_MODE_FILTER,
-    _collect,
     _keep_only,
     _libc,
     _loopback_up,
     _mount,
     _ok,
     _write_inputs,
+    reap_then_exit,
 )
 
 NEW = "/tmp"  # where the new root is built (a private tmpfs over the host's /tmp view)
@@ -171,27 +171,13 @@ def main() -> None:
                 os.close(collect)
             os.chdir("/tmp")
             _drop(cfg)
-            for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-                signal.signal(sig, signal.SIG_DFL)
-            os.execvpe(cfg["argv"][0], cfg["argv"], cfg["env"])
+            exec_command(cfg["argv"], cfg["env"])
         except OSError as e:
             os.write(2, f"sandbox: cannot run {cfg['argv'][:1]!r}: {e}\n".encode())
             os._exit(127)
     for i in (0, 1, 2):
         os.close(i)
-    while True:  # reap orphans until the command itself exits
-        try:
-            got, st = os.waitpid(-1, 0)
-        except ChildProcessError:
-            os._exit(1)
-        except InterruptedError:
-            continue
-        if got == pid:
-            break
-    if collect >= 0:
-        with contextlib.suppress(OSError):
-            _collect(list(cfg["collect"]), int(cfg["cap"]), collect)
-    os._exit(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
+    reap_then_exit(pid, collect, cfg)
 
 
 if __name__ == "__main__":

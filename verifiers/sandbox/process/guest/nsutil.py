@@ -15,6 +15,7 @@ import os
 import socket
 import stat
 import struct
+from typing import Any, NoReturn
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUSER = 0x20000000, 0x40000000, 0x10000000
@@ -120,3 +121,21 @@ def _collect(names: list[str], cap: int, fd: int) -> None:
         size = -1 if data is None else (-2 if len(data) > cap else len(data))
         frame = (json.dumps({"name": name, "size": size}) + "\n").encode()
         _write_all(fd, frame + (data if data is not None and size >= 0 else b""))
+
+
+def reap_then_exit(pid: int, collect: int, spec: dict[str, Any]) -> NoReturn:
+    """As a namespace's init: reap orphans until ``pid`` exits, stream the files ``spec``
+    names (``collect``, ``cap``) to the ``collect`` fd if it is open, exit with its status."""
+    while True:
+        try:
+            got, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        except InterruptedError:
+            continue
+        if got == pid:
+            break
+    if collect >= 0:
+        with contextlib.suppress(OSError):
+            _collect(list(spec["collect"]), int(spec["cap"]), collect)
+    os._exit(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
