@@ -133,9 +133,16 @@ def test_host_files_are_invisible(docker_sandbox):
 
 
 def _stray_processes(sb) -> int:
+    import docker.errors
+
     n = 0
-    for c in sb.pool.api.containers(filters={"label": f"tasksieve.owner={sb.pool._tag}"}):
-        n += len(sb.pool.api.top(c["Id"])["Processes"]) - 3  # minus server, zygote, writer
+    owned = {"label": f"tasksieve.owner={sb.pool._tag}", "status": "running"}
+    for c in sb.pool.api.containers(filters=owned):
+        try:
+            procs = sb.pool.api.top(c["Id"])["Processes"] or []
+        except (docker.errors.NotFound, docker.errors.APIError):
+            continue  # removed (recycled) since it was listed: it runs nothing
+        n += max(0, len(procs) - 3)  # minus server, zygote, writer
     return n
 
 
