@@ -175,7 +175,7 @@ class Sandbox(abc.ABC):
 
         The caller owns the result and must call ``close()``; the wall limit is the caller's.
         """
-        raise NotImplementedError(f"sandbox {self.name!r} cannot spawn (capabilities.spawn)")
+        raise CapabilityMissing(f"sandbox {self.name!r} cannot spawn (capabilities.spawn)")
 
     def spawn_pair(
         self,
@@ -188,7 +188,7 @@ class Sandbox(abc.ABC):
         ``cand``/``tests`` are (files, command); the tests' command gets the candidate's pid
         appended. The tests process reports on ``results``; the candidate never holds it.
         """
-        raise NotImplementedError(f"sandbox {self.name!r} has no pair runs (paired_runs)")
+        raise CapabilityMissing(f"sandbox {self.name!r} has no pair runs (paired_runs)")
 
     def describe(self) -> dict[str, str | bool]:
         """What isolation this sandbox gives, for the manifest."""
@@ -201,3 +201,7 @@ class Sandbox(abc.ABC):
 
 class SandboxUnavailable(RuntimeError):
     """The requested sandbox cannot run here (no isolation, no engine, no image); says how."""
+
+
+class CapabilityMissing(SandboxUnavailable):
+    """A method was called that the backend does not declare in its ``capabilities``."""

@@ -44,6 +44,7 @@ import weakref
 
 from verifiers.sandbox.base import (
     Capabilities,
+    CapabilityMissing,
     Execution,
     Limits,
     Sandbox,
@@ -326,7 +327,7 @@ class ProcessSandbox(Sandbox):
         appended. Only with a fork server (``capabilities.paired_runs``).
         """
         if self._server is None:
-            raise NotImplementedError("pair runs need the fork server (capabilities.paired_runs)")
+            raise CapabilityMissing("pair runs need the fork server (capabilities.paired_runs)")
         for name in (*cand[0], *tests[0]):
             check_name(name)
         return start_pair(
