@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from tests.verifiers.reclaim_util import (
 )
 from verifiers.sandbox.base import Limits
 from verifiers.sandbox.process.sandbox import ProcessSandbox
+from verifiers.sandbox.process.uids import UIDS
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT = Limits(wall_s=1.5, cpu_s=30, memory_mb=256, max_processes=16)
@@ -116,6 +118,31 @@ def test_close_under_load(box):
         for t in threads:
             t.join(30.0)
         assert survivors(mark, 15.0) == []
+
+
+def test_killed_while_still_being_set_up(box):
+    """A run closed at once, or a few ms in: its launcher may not have made the init yet,
+    or the init may not yet have bound itself to the launcher's death. None survives."""
+    with marks() as made:
+        made.append(mark := marker())
+        for i in range(24):
+            proc = box.spawn({}, command(box, FORK_BOMB, mark), SHORT)
+            time.sleep((i % 8) * 0.002)
+            proc.close()
+        assert survivors(mark, 15.0) == []
+
+
+def test_uids_come_back_only_when_the_run_is_gone(box):
+    if box.describe()["uid"] != "per-run unprivileged uid":
+        pytest.skip("per-run uids are a root-mode feature")
+    before = set(UIDS._used)
+    with marks() as made:
+        made.append(mark := marker())
+        proc = box.spawn({}, command(box, SPIN_WITH_CHILDREN, mark), SHORT)
+        assert len(set(UIDS._used) - before) == 1  # the live run holds one uid
+        proc.close()
+        assert survivors(mark, 5.0) == []
+    assert set(UIDS._used) == before
 
 
 @pytest.mark.parametrize("victim", ["server", "bwrap"])

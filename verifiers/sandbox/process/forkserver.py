@@ -50,7 +50,6 @@ and every run nested in it, is empty.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import select
@@ -63,6 +62,7 @@ from typing import Any
 from verifiers.sandbox.guest import bundle
 from verifiers.sandbox.process.guest import forkserver as forkserver_main
 from verifiers.sandbox.process.reap import Keeper, inits_of, wait_gone
+from verifiers.sandbox.process.uids import UIDS
 from verifiers.sandbox.warm import warm_sources
 
 SERVER_SOURCE = bundle(forkserver_main.__file__)
@@ -73,35 +73,6 @@ PREIMPORT = (
 )  # fmt: skip
 _NO_PID = 2**31 - 1  # beyond pid_max: kill()/killpg() on it can never hit a host process
 _CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_NET_ADMIN")
-
-
-class UidPool:
-    """Hands out unprivileged uids, never one that is still in use in this host process."""
-
-    def __init__(self, base: int = 1_300_000, size: int = 65536) -> None:
-        self._lock = threading.Lock()
-        self._base = base + (os.getpid() % 256) * size
-        self._size = size
-        self._used: set[int] = set()
-        self._next = itertools.count()
-
-    def take(self) -> int:
-        """A uid not currently handed out."""
-        with self._lock:
-            for _ in range(self._size):
-                uid = self._base + next(self._next) % self._size
-                if uid not in self._used:
-                    self._used.add(uid)
-                    return uid
-        raise RuntimeError("no free sandbox uid")
-
-    def give(self, uid: int) -> None:
-        """Return ``uid`` to the pool."""
-        with self._lock:
-            self._used.discard(uid)
-
-
-UIDS = UidPool()
 
 
 class ForkedProcess(subprocess.Popen[bytes]):

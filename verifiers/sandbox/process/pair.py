@@ -25,7 +25,8 @@ import threading
 from typing import Any
 
 from verifiers.sandbox.pipes import Pump, Reader
-from verifiers.sandbox.process.forkserver import UIDS, ForkServer
+from verifiers.sandbox.process.forkserver import ForkServer
+from verifiers.sandbox.process.uids import UIDS
 
 
 class PairProcess:

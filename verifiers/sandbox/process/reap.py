@@ -4,7 +4,10 @@ Killing the host-side launcher (bwrap, unshare) of a run only starts the teardow
 namespace's init dies of its parent-death signal and the kernel then kills the rest. When
 an init has exited its whole pid namespace is gone (the kernel reaps every other member
 before it reports the init's exit), so ``inits_of`` takes pidfds of the launcher's children
-(the inits) before the kill and ``wait_gone`` waits on them. ``Keeper`` starts processes from
+(the inits) before the kill and ``wait_gone`` waits on them. bubblewrap reports its init on
+``--info-fd`` (``init_from_info``): the host then holds the init's pidfd from spawn on and
+kills the init itself, so a run killed while bwrap is still setting up (before the init has
+bound itself to the launcher's death) cannot leave a namespace behind. ``Keeper`` starts processes from
 one thread that lives as long as they should: a parent-death signal fires when the thread
 that forked the child exits, not the process.
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import select
 import subprocess
 import threading
@@ -92,3 +96,44 @@ class Keeper:
                 self._jobs.put(None)
                 self._thread.join()
                 self._thread = None
+
+
+def init_from_info(info_fd: int, launcher: int, timeout: float) -> int | None:
+    """A pidfd of the namespace init bubblewrap reports on ``--info-fd`` (closes the fd).
+
+    bwrap writes ``{"child-pid": N, ...}`` right after it clones the init, then closes the
+    fd. None when the launcher ended before cloning, or the init already exited. The pidfd
+    is checked to belong to a child of ``launcher``, so a recycled pid is never signalled.
+    """
+    buf = b""
+    end = time.monotonic() + timeout
+    try:
+        while (left := end - time.monotonic()) > 0:
+            ready, _, _ = select.select([info_fd], [], [], left)
+            if not ready:
+                break
+            chunk = os.read(info_fd, 4096)
+            if not chunk:
+                break
+            buf += chunk
+    except OSError:
+        pass
+    finally:
+        os.close(info_fd)
+    found = re.search(rb'"child-pid"\s*:\s*(\d+)', buf)
+    if found is None:
+        return None
+    pid = int(found.group(1))
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        ppid = -1
+    if ppid != launcher:  # exited and reaped (a pid reused since is not ours)
+        os.close(fd)
+        return None
+    return fd

@@ -8,12 +8,12 @@ CPU or memory itself: the run's rlimits and namespaces do.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
 import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,12 +23,11 @@ from verifiers.sandbox.pipes import Pump, drain_until
 from verifiers.sandbox.process.binds import infra_error
 from verifiers.sandbox.process.forkserver import ForkedProcess
 from verifiers.sandbox.process.reap import inits_of, wait_gone
+from verifiers.sandbox.process.uids import UIDS
 from verifiers.sandbox.support import limit_from, parse_frames, read_nofollow
 
 WORKDIR = "/tmp"
 PATH = "/usr/local/bin:/usr/bin:/bin"
-_UID_BASE = 1_200_000
-_uid_counter = itertools.count()
 
 
 def warm_job(command: list[str], limits: Limits) -> dict[str, Any]:
@@ -48,11 +47,6 @@ def warm_job(command: list[str], limits: Limits) -> dict[str, Any]:
     }
 
 
-def next_uid() -> int:
-    """A per-run uid so concurrent runs never share an RLIMIT_NPROC count (root mode only)."""
-    return _UID_BASE + (os.getpid() % 4096) * 1024 + next(_uid_counter) % 1024
-
-
 @dataclass
 class SandboxProcess:
     """A started sandboxed command: its pipes, and how to kill and clean it up."""
@@ -62,8 +56,12 @@ class SandboxProcess:
     collect_fd: int | None = None
     scratch: str | None = None
     namespaced: bool = True
+    uid: int | None = None
+    init_fd: int | None = None  # a pidfd of the namespace's init, when the launcher said
+    init_known: bool = False  # the launcher reported its init (or that it made none)
     _fds: list[int] = field(default_factory=list)
     _inits: list[int] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def kill(self) -> None:
         """Kill the whole sandbox (``close`` then waits until its pid namespace is empty).
@@ -75,11 +73,23 @@ class SandboxProcess:
         self._inits += self._signal()
 
     def _signal(self) -> list[int]:
+        with self._lock:  # close() and the sandbox's close() may race from two threads
+            return self._signal_locked()
+
+    def _signal_locked(self) -> list[int]:
         if isinstance(self.popen, ForkedProcess):
             self.popen.kill()
             return []
         alive = self.popen.returncode is None and self.namespaced
-        inits = inits_of(self.popen.pid) if alive else []
+        if self.init_fd is not None:  # bwrap reported its init at spawn (--info-fd)
+            inits = [os.dup(self.init_fd)]  # each waiter closes its own copy
+        elif self.init_known:
+            inits = []
+        else:
+            inits = inits_of(self.popen.pid) if alive else []
+        for fd in inits:  # the init itself, not only via its parent-death signal
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
@@ -88,15 +98,27 @@ class SandboxProcess:
 
     def reclaim(self) -> None:
         """Kill the run and wait until it is gone, leaving its pipes to the owner's thread."""
-        wait_gone(self._signal(), 30.0)
+        self._release(wait_gone(self._signal(), 30.0))
+
+    def _release(self, gone: bool) -> None:
+        """Give the run's uid back, only when its namespace is known to be empty."""
+        with self._lock:
+            if self.uid is not None and gone:
+                UIDS.give(self.uid)
+                self.uid = None
 
     def close(self) -> None:
         """Kill what is left, wait until none of it exists (30 s at most), clean up."""
         self.kill()
-        wait_gone(self._inits, 30.0)
+        gone = wait_gone(self._inits, 30.0)
         self._inits = []
-        with contextlib.suppress(subprocess.TimeoutExpired):  # a server that stopped answering
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a launcher or server stuck
             self.popen.wait(timeout=30.0)
+        self._release(gone and self.popen.returncode is not None)
+        with self._lock:
+            if self.init_fd is not None:
+                os.close(self.init_fd)
+                self.init_fd = None
         for f in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
             if f is not None:
                 with contextlib.suppress(OSError):

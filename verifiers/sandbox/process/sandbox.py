@@ -57,18 +57,20 @@ from verifiers.sandbox.process.binds import (
     sandbox_site_paths,
     venv_site_paths,
 )
-from verifiers.sandbox.process.forkserver import UIDS, ForkServer, start_run
+from verifiers.sandbox.process.bwrap import bwrap_argv
+from verifiers.sandbox.process.forkserver import ForkServer, start_run
 from verifiers.sandbox.process.launchers import COLLECTOR, RLIMIT_LAUNCHER
 from verifiers.sandbox.process.pair import PairProcess, start_pair
+from verifiers.sandbox.process.reap import init_from_info
 from verifiers.sandbox.process.runs import (
     PATH,
     WORKDIR,
     SandboxProcess,
-    next_uid,
     supervise,
     warm_job,
 )
 from verifiers.sandbox.process.seccomp import build_filter
+from verifiers.sandbox.process.uids import UIDS
 from verifiers.sandbox.process.unshare import unshare_argv
 from verifiers.sandbox.support import (
     check_name,
@@ -219,11 +221,27 @@ class ProcessSandbox(Sandbox):
             check_name(name)
         if self._server is not None:
             return self._spawn_warm(files, command, limits, collect)
-        uid = next_uid() if self._root else None
+        uid = UIDS.take() if self._root and self.method != "none" else None
+        try:
+            return self._spawn_cold(files, command, limits, collect, uid)
+        except BaseException:
+            if uid is not None:
+                UIDS.give(uid)
+            raise
+
+    def _spawn_cold(
+        self,
+        files: dict[str, bytes | str],
+        command: list[str],
+        limits: Limits,
+        collect: tuple[str, ...],
+        uid: int | None,
+    ) -> SandboxProcess:
         inner = self._inner(command, limits, uid)
         keep: list[int] = []
         scratch: str | None = None
         collect_r: int | None = None
+        info_r: int | None = None
         try:
             if collect and self.method == "bwrap":
                 collect_r, collect_w = os.pipe()
@@ -242,7 +260,15 @@ class ProcessSandbox(Sandbox):
                     *command,
                 ]
             if self.method == "bwrap":
-                argv = self._bwrap_argv(files, limits, inner, keep)
+                info_r, info_w = os.pipe()
+                keep.append(info_w)
+                assert self._bwrap
+                argv = bwrap_argv(
+                    (self._bwrap, self._root, self._binds, self._seccomp),
+                    (files, limits, inner),
+                    keep,
+                    info_w,
+                )
                 cwd = "/"
             elif self.method == "unshare-mount":
                 if collect:
@@ -281,16 +307,18 @@ class ProcessSandbox(Sandbox):
                 close_fds=True,
             )
         except BaseException:
-            for fd in [*keep, *([collect_r] if collect_r is not None else [])]:
+            for fd in [*keep, *(f for f in (collect_r, info_r) if f is not None)]:
                 os.close(fd)
             if scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
             raise
         for fd in keep:
             os.close(fd)
-        return self._track(
-            SandboxProcess(popen, time.monotonic(), collect_r, scratch, self.method != "none")
-        )
+        proc = SandboxProcess(popen, time.monotonic(), collect_r, scratch, self.method != "none")
+        proc.uid = uid
+        if info_r is not None:  # the init's pidfd, taken while bwrap is alive to vouch for it
+            proc.init_fd, proc.init_known = init_from_info(info_r, popen.pid, 30.0), True
+        return self._track(proc)
 
     def _spawn_warm(
         self,
@@ -371,85 +399,6 @@ class ProcessSandbox(Sandbox):
 
     def _inner(self, command: list[str], limits: Limits, uid: int | None) -> list[str]:
         return self._limit_prefix(limits, uid) + list(command)
-
-    def _bwrap_argv(
-        self, files: dict[str, bytes | str], limits: Limits, inner: list[str], keep: list[int]
-    ) -> list[str]:
-        assert self._bwrap
-        ns = (
-            [
-                "--unshare-pid",
-                "--unshare-net",
-                "--unshare-ipc",
-                "--unshare-uts",
-                "--unshare-cgroup-try",
-                "--cap-add",
-                "CAP_SETUID",
-                "--cap-add",
-                "CAP_SETGID",
-            ]
-            if self._root
-            else ["--unshare-all"]
-        )
-        argv = [
-            self._bwrap,
-            *ns,
-            "--die-with-parent",
-            "--new-session",
-            *self._binds,
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--size",
-            str(limits.scratch_mb * 1024 * 1024),
-            "--perms",
-            "1777",
-            "--tmpfs",
-            WORKDIR,
-        ]
-        if self._seccomp:
-            sfd = os.memfd_create("sandbox-seccomp")
-            keep.append(sfd)
-            os.write(sfd, self._seccomp)
-            os.lseek(sfd, 0, os.SEEK_SET)
-            argv += ["--seccomp", str(sfd)]
-        made: set[str] = set()
-        for name, content in files.items():
-            parts = name.split("/")[:-1]
-            for i in range(1, len(parts) + 1):
-                d = "/".join(parts[:i])
-                if d not in made:
-                    made.add(d)
-                    argv += ["--perms", "0755", "--dir", f"{WORKDIR}/{d}"]
-            fd = os.memfd_create("sandbox-file")
-            keep.append(fd)
-            data = content.encode() if isinstance(content, str) else content
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.lseek(fd, 0, os.SEEK_SET)
-            argv += ["--perms", "0444", "--ro-bind-data", str(fd), f"{WORKDIR}/{name}"]
-        argv += [
-            "--chdir",
-            WORKDIR,
-            "--clearenv",
-            "--setenv",
-            "PATH",
-            PATH,
-            "--setenv",
-            "HOME",
-            WORKDIR,
-            "--setenv",
-            "TMPDIR",
-            WORKDIR,
-            "--setenv",
-            "LANG",
-            "C.UTF-8",
-            "--",
-            *inner,
-        ]
-        return argv
 
     # ------------------------------------------------------------------ probing
     def _select(self, isolation: str) -> str:
