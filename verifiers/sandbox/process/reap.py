@@ -7,9 +7,9 @@ before it reports the init's exit), so ``inits_of`` takes pidfds of the launcher
 (the inits) before the kill and ``wait_gone`` waits on them. bubblewrap reports its init on
 ``--info-fd`` (``init_from_info``): the host then holds the init's pidfd from spawn on and
 kills the init itself, so a run killed while bwrap is still setting up (before the init has
-bound itself to the launcher's death) cannot leave a namespace behind. ``Keeper`` starts processes from
-one thread that lives as long as they should: a parent-death signal fires when the thread
-that forked the child exits, not the process.
+bound itself to the launcher's death) cannot leave a namespace behind. ``Keeper`` starts
+processes from one thread that lives as long as they should: a parent-death signal fires when
+the thread that forked the child exits, not the process.
 
 It does NOT reclaim a process that left the namespace (none can: entering another pid
 namespace needs privileges the runs do not have), and it gives up after the timeout it is
