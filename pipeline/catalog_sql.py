@@ -39,7 +39,11 @@ STAGES: tuple[str, ...] = (
 )
 
 SHARDS = {"tasks": TASKS_SCHEMA, "rejected": REJECTED_SCHEMA, "rollouts": ROLLOUTS_SCHEMA}
-GLOBS = {"tasks": "tasks/**/*.parquet", "rejected": "rejected/*.parquet", "rollouts": "rollouts/*.parquet"}
+GLOBS = {
+    "tasks": "tasks/**/*.parquet",
+    "rejected": "rejected/*.parquet",
+    "rollouts": "rollouts/*.parquet",
+}
 
 VIEWS = (
     "runs",
