@@ -86,8 +86,8 @@ def read_sql(args: argparse.Namespace, stdin: IO[str]) -> str | None:
 
 def _where(args: argparse.Namespace) -> str:
     if args.sql_file is not None:
-        return f"in {args.sql_file}"
-    return "in the SQL argument" if args.sql is not None else "in the SQL from stdin"
+        return str(args.sql_file)
+    return "the SQL argument" if args.sql is not None else "the SQL from stdin"
 
 
 ROW = "tasksieve_row"  # the result's name inside the JSON query; to_json(ROW) is a whole row
@@ -207,13 +207,13 @@ def _run(args: argparse.Namespace) -> int:
     except CatalogError as e:
         raise QueryError(str(e)) from e
     if not sql.strip():
-        raise QueryError(f"no SQL given ({_where(args)} is empty)")
+        raise QueryError(f"no SQL to run over {out_dir}: {_where(args)} is empty")
     try:
         rel = execute(con, sql)
         if rel is not None:
             emit(rel, args.format, args.max_rows)
     except duckdb.Error as e:
-        raise QueryError(f"SQL failed {_where(args)} (over {out_dir}): {e}") from e
+        raise QueryError(f"SQL failed in {_where(args)} (over {out_dir}): {e}") from e
     finally:
         con.close()
     return 0
