@@ -302,9 +302,7 @@ def test_rollouts_of_gives_each_tasks_rollouts_in_order(
     rollouts = parquet_rows(out, "rollouts")
     for task_id in {r["task_id"] for r in rollouts}:
         want = sorted(
-            (r["sample_index"], r["verdict"]["status"])
-            for r in rollouts
-            if r["task_id"] == task_id
+            (r["sample_index"], r["verdict"]["status"]) for r in rollouts if r["task_id"] == task_id
         )
         got = con.execute(
             "select sample_index, verdict.status from rollouts_of(?)", [task_id]
@@ -392,8 +390,11 @@ def test_duckdb_cli_opens_the_moved_catalog(out: Path, tmp_path: Path) -> None:
     cli = duckdb_cli()
     assert cli is not None
     proc = subprocess.run(
-        [cli, "-readonly", "-csv", "-noheader", "-cmd", f"SET file_search_path='{moved}'"]
-        + [str(moved / CATALOG_FILE), "-c", "select count(*) from rollouts"],  # noqa: RUF005
+        [
+            *(cli, "-readonly", "-csv", "-noheader"),
+            *("-cmd", f"SET file_search_path='{moved}'"),
+            *(str(moved / CATALOG_FILE), "-c", "select count(*) from rollouts"),
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
