@@ -88,8 +88,10 @@ def test_file_option_runs_the_file(
     out: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sql = tmp_path / "q.sql"
-    sql.write_text("-- several statements: the last one's rows are printed\n"
-                   "create temp table t as select 1;\n" + SQL + ";\n")
+    sql.write_text(
+        "-- several statements: the last one's rows are printed\n"
+        "create temp table t as select 1;\n" + SQL + ";\n"
+    )
     rc, stdout, _ = query(capsys, str(out), "--file", str(sql), "--format", "csv")
     assert rc == 0
     assert len(stdout.strip().splitlines()) == 1 + len(expected(out))
