@@ -25,6 +25,7 @@ check the shards against the manifest.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -66,15 +67,23 @@ def layout_of(out_dir: Path) -> Layout:
     return Layout(run_prefix=prefix, manifests=manifests, present=present)
 
 
-def _search_dir(out_dir: Path) -> tuple[str, Callable[[], None]]:
+def _search_dir(out_dir: Path) -> tuple[str, Callable[[], None] | None]:
     """A path DuckDB's search path can hold for ``out_dir``, and how to release it."""
     path = str(out_dir.absolute())
     if "," not in path:
-        return path, lambda: None
+        return path, None
     holder = tempfile.mkdtemp(prefix="tasksieve-catalog-")
     link = os.path.join(holder, "out")
     os.symlink(path, link)
     return link, lambda: shutil.rmtree(holder, ignore_errors=True)
+
+
+def _release_with(con: duckdb.DuckDBPyConnection, release: Callable[[], None]) -> None:
+    """Call ``release`` once ``con`` is gone (at exit where it cannot be weakly referenced)."""
+    try:
+        weakref.finalize(con, release)
+    except TypeError:
+        atexit.register(release)
 
 
 def _sql_literal(text: str) -> str:
@@ -125,9 +134,11 @@ def connect(out_dir: Path, database: str = ":memory:") -> duckdb.DuckDBPyConnect
         define(con, out_dir, layout)
     except BaseException:
         con.close()
-        release()
+        if release is not None:
+            release()
         raise
-    weakref.finalize(con, release)
+    if release is not None:
+        _release_with(con, release)
     return con
 
 
