@@ -111,6 +111,12 @@ def _count(key: str) -> str:
 
 
 def _runs_view(layout: Layout) -> str:
+    # In a root of runs, a hidden directory under runs/ is a run still being staged.
+    hidden = (
+        "\nWHERE NOT starts_with(parse_filename(parse_dirpath(filename)), '.')"
+        if layout.run_prefix
+        else ""
+    )
     counts = ", ".join(
         _count(k) for k in ("input", "kept", "rejected", "rollouts", "short_samples")
     )
@@ -128,7 +134,7 @@ SELECT run_id,
        counts, rejected_by_reason, stage_counters, pass_rate_histogram,
        config, sandbox, packages, outputs,
        parse_dirpath(filename) AS path
-FROM {_manifest_source(layout.manifests)}"""
+FROM {_manifest_source(layout.manifests)}{hidden}"""
 
 
 def _current_run_view(layout: Layout) -> str:

@@ -427,6 +427,7 @@ def test_root_of_runs_lists_every_run_and_shows_current(out: Path, tmp_path: Pat
     root = tmp_path / "root"
     _run_copy(out, root, "run-a", drop_task_shards=False)
     b = _run_copy(out, root, "run-b", drop_task_shards=True)
+    _run_copy(out, root, ".run-c.staging", drop_task_shards=False)  # not published yet
     (root / "current").symlink_to(Path("runs") / "run-a")
     db = connect(root)
     rows = dicts(db, "select run_id from runs order by 1")
