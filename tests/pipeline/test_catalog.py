@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.catalog import CATALOG_FILE, CatalogError, connect, write_catalog
-from pipeline.catalog_sql import STAGES
+from pipeline.catalog_sql import MACROS, STAGES, VIEWS
 from pipeline.catalog_types import FAMILY_SPECS, merged_fields
 from schemas import FAMILIES, CodeSpec
 from tests.pipeline.catalog_runs import (
@@ -494,3 +494,18 @@ def test_a_field_with_two_types_across_families_is_refused() -> None:
 
     with pytest.raises(TypeError, match="timeout_s"):
         merged_fields([CodeSpec, Other])
+
+
+def test_the_written_catalog_defines_exactly_the_listed_views_and_macros(out: Path) -> None:
+    db = duckdb.connect(str(out / CATALOG_FILE), read_only=True)
+    names = db.sql("select view_name from duckdb_views() where not internal").fetchall()
+    views = {r[0] for r in names}
+    macros = {
+        r[0]
+        for r in db.sql(
+            "select function_name from duckdb_functions() "
+            "where function_type = 'table_macro' and not internal"
+        ).fetchall()
+    }
+    assert views == set(VIEWS)
+    assert macros == set(MACROS)

@@ -193,3 +193,10 @@ def test_the_console_script_exits_2_on_a_missing_dir(tmp_path: Path) -> None:
         timeout=120,
     )
     assert proc.returncode == 2 and "no such directory" in proc.stderr
+
+
+def test_help_lists_every_view_and_macro() -> None:
+    from pipeline.catalog_sql import MACROS, VIEWS
+
+    missing = [name for name in (*VIEWS, *MACROS) if name not in query_cmd._EPILOG]
+    assert missing == []
