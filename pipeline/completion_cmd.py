@@ -14,8 +14,10 @@ import sys
 SHELLS = ("bash", "zsh", "fish")
 
 # Argument destinations that name files or directories, completed as such by the shell.
-FILE_DESTS = frozenset({"input", "paths", "task", "solution", "solutions", "replay", "benchmark"})
-DIR_DESTS = frozenset({"output", "index", "dedup_index", "model"})
+FILE_DESTS = frozenset(
+    {"input", "paths", "task", "solution", "solutions", "replay", "benchmark", "sql_file"}
+)
+DIR_DESTS = frozenset({"output", "index", "dedup_index", "model", "out_dir"})
 
 _EPILOG = """\
 install:

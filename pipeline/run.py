@@ -28,6 +28,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.build import build
+from pipeline.catalog import CATALOG_FILE, write_catalog
 from pipeline.config import CurateConfig
 from schemas import Manifest
 from transforms.common import NAMESPACE, SANDBOX_NAMESPACE
@@ -259,11 +260,12 @@ def curate(cfg: CurateConfig) -> CurateResult:
             rejected_by_reason=reasons,
             stage_counters=counters,
             pass_rate_histogram=hist,
-            outputs=outputs,
+            outputs={**outputs, "catalog": [CATALOG_FILE]},
         )
         if cfg.dedup.index_path:
             manifest.counts["indexed"] = counts["kept"]
         (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
+        write_catalog(staging)  # DuckDB views over this run; needs manifest.json
         publish(staging, out, run_id)
         if cfg.dedup.index_path:  # only a published run feeds the index
             add_to_dedup_index(cfg, out, run_id)

@@ -50,12 +50,13 @@ def render_summary(manifest: Manifest, output: Path, console: Console) -> None:
         hist.add_row(label, str(n), "█" * round(20 * n / total))
     console.print(hist)
     console.print(
-        f"output: [bold]{output}[/bold]  (tasks/, rejected/, rollouts/, manifest.json)",
+        f"output: [bold]{output}[/bold]  "
+        "(tasks/, rejected/, rollouts/, manifest.json, catalog.duckdb)",
         soft_wrap=True,
     )
     console.print(
-        f'query:  duckdb -c "select family, count(*), avg(pass_rate) '
-        f"from '{output}/tasks/**/*.parquet' group by 1\"",
+        f"query:  tasksieve query {output} "
+        '"select family, count(*), avg(pass_rate) from tasks group by 1"',
         soft_wrap=True,
         highlight=False,
     )
