@@ -24,6 +24,7 @@ from pipeline import (  # noqa: E402
     contamination_cmd,
     curate_args,
     decontam_cmd,
+    report_cmd,
     sandbox_cmd,
     verify_cmd,
 )
@@ -37,6 +38,7 @@ RUNNERS: dict[str, str] = {
     "benchmarks": "pipeline.contamination_cmd:run",
     "dedup-index": "pipeline.contamination_cmd:run",
     "sandbox": "pipeline.sandbox_cmd:run",
+    "report": "pipeline.report_cmd:run",
 }
 
 
@@ -93,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     decontam_cmd.add_parser(sub)
     contamination_cmd.add_parser(sub)
     sandbox_cmd.add_parser(sub)
+    report_cmd.add_parser(sub)
     completion_cmd.add_parser(sub)
     return parser
 
