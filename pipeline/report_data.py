@@ -239,12 +239,32 @@ def read_kept(files: list[Path], rates: dict[str, FamilyRates]) -> dict[str, int
 
 
 def _round_robin(by_status: dict[str, list[dict[str, Any]]], n: int) -> list[dict[str, Any]]:
-    """Up to ``n`` rollouts, taking one of each verdict status in turn (pass, fail, ...)."""
+    """Up to ``n`` rollouts, taken a status at a time (pass, fail, ...): first a new status of
+    a task not shown yet, then a new status, then a task not shown yet, then any."""
     order = sorted(by_status, key=lambda s: (STATUSES.index(s) if s in STATUSES else 99, s))
+    queues = [list(by_status[s]) for s in order]
     out: list[dict[str, Any]] = []
-    for i in range(n):
-        out.extend(by_status[s][i] for s in order if i < len(by_status[s]))
-    return out[:n]
+    tasks: set[str] = set()
+    statuses: set[str] = set()
+    preferences = (
+        lambda r: r["task_id"] not in tasks and r["status"] not in statuses,
+        lambda r: r["status"] not in statuses,
+        lambda r: r["task_id"] not in tasks,
+        lambda r: True,
+    )
+    for wanted in preferences:
+        progress = True
+        while progress and len(out) < n:
+            progress = False
+            for q in queues:
+                row = next((r for r in q if wanted(r)), None)
+                if row is not None and len(out) < n:
+                    q.remove(row)
+                    out.append(row)
+                    tasks.add(row["task_id"])
+                    statuses.add(row["status"])
+                    progress = True
+    return out
 
 
 def read_rollouts(
@@ -252,7 +272,8 @@ def read_rollouts(
 ) -> tuple[dict[str, dict[str, int]], dict[str, list[dict[str, Any]]]]:
     """Verdict counts per family and status, and up to ``per_family`` rollouts per family."""
     counts: dict[str, Counter[str]] = {}
-    chosen: dict[str, dict[str, list[dict[str, Any]]]] = {}  # family -> status -> rows
+    # family -> status -> up to per_family rollouts of different tasks
+    chosen: dict[str, dict[str, list[dict[str, Any]]]] = {}
     cols = [
         "task_id",
         "family",
@@ -275,10 +296,16 @@ def read_rollouts(
                 picked = chosen.setdefault(fam, {})
                 if len(picked) < len(STATUSES) + 2 or status in picked:
                     picked.setdefault(status, [])
-                if status in picked and len(picked[status]) < per_family:
-                    picked[status].append(
+                tid = str(data["task_id"][i] or "")
+                rows = picked.get(status)
+                if (
+                    rows is not None
+                    and len(rows) < per_family
+                    and tid not in {r["task_id"] for r in rows}
+                ):
+                    rows.append(
                         {
-                            "task_id": str(data["task_id"][i] or ""),
+                            "task_id": tid,
                             "sample_index": int(data["sample_index"][i] or 0),
                             "completion": excerpt(data["completion"][i], COMPLETION_CHARS),
                             "status": status,
@@ -312,7 +339,9 @@ def find_prompts(out: Path, ids: set[str]) -> dict[str, str]:
     missing = sorted(ids - set(found))
     for f in shards(out, "rejected") if missing else []:
         t = pq.read_table(f, columns=["record_id", "raw"], filters=[("record_id", "in", missing)])
-        for i, raw in zip(t.column("record_id").to_pylist(), t.column("raw").to_pylist(), strict=True):
+        for i, raw in zip(
+            t.column("record_id").to_pylist(), t.column("raw").to_pylist(), strict=True
+        ):
             prompt = _prompt_from_raw(raw)
             if prompt is not None:
                 found.setdefault(i, prompt)
@@ -377,7 +406,9 @@ def gather(out: Path, per_family: int = 4) -> ReportData:
     samples = [
         Sample(
             family=fam,
-            prompt=excerpt(prompts.get(p["task_id"], "(prompt not found in the shards)"), PROMPT_CHARS),
+            prompt=excerpt(
+                prompts.get(p["task_id"], "(prompt not found in the shards)"), PROMPT_CHARS
+            ),
             **p,
         )
         for fam, ps in picked.items()

@@ -16,7 +16,10 @@ from typing import Any
 
 from pipeline.report_data import HIST_LABELS, STAGES, STATUSES, Checks, ReportData, Sample
 
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+CSP = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
+    "form-action 'none'"
+)
 MAX_CHECK_ROWS = 300
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d232b;
@@ -63,14 +66,16 @@ def table(
 
     def cells(tag: str, values: Sequence[Any]) -> str:
         return "".join(
-            f'<{tag}{" class=n" if i in right else ""}>{e(v)}</{tag}>'
-            for i, v in enumerate(values)
+            f"<{tag}{' class=n' if i in right else ''}>{e(v)}</{tag}>" for i, v in enumerate(values)
         )
 
     body = "".join(f"<tr>{cells('td', r)}</tr>" for r in rows)
     if total is not None:
         body += f'<tr class="total">{cells("td", total)}</tr>'
-    return f'<table id="{e(table_id)}"><thead><tr>{cells("th", head)}</tr></thead><tbody>{body}</tbody></table>'
+    return (
+        f'<table id="{e(table_id)}"><thead><tr>{cells("th", head)}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
 
 
 def figure(uri: str | None, alt: str, note: str) -> str:
@@ -86,7 +91,10 @@ def header(d: ReportData) -> str:
         for k in ("input", "kept", "rejected", "rollouts")
     )
     problems = "".join(f"<li>{e(p)}</li>" for p in d.problems)
-    warn = f'<div class="problem"><b>The shards disagree with the manifest:</b><ul>{problems}</ul></div>'
+    warn = (
+        '<div class="problem"><b>The shards disagree with the manifest:</b>'
+        f"<ul>{problems}</ul></div>"
+    )
     return (
         f"<h1>tasksieve curate report</h1><p>run <code>{e(m.run_id)}</code> · "
         f"{e(m.created_at)} → {e(m.finished_at)} · config <code>{e(m.config_fingerprint)}</code>"
@@ -101,7 +109,13 @@ def header(d: ReportData) -> str:
 
 def funnel_section(d: ReportData, fig: str | None) -> str:
     rows = [
-        (s.stage, s.entered, s.rejected, s.left, ", ".join(f"{r}: {n}" for r, n in s.reasons.items()))
+        (
+            s.stage,
+            s.entered,
+            s.rejected,
+            s.left,
+            ", ".join(f"{r}: {n}" for r, n in s.reasons.items()),
+        )
         for s in d.funnel
     ]
     kept = d.manifest.counts.get("kept", 0)
@@ -121,7 +135,11 @@ def funnel_section(d: ReportData, fig: str | None) -> str:
         kept_f = d.kept_by_family.get(f, 0)
         fam_rows.append([f, *(rej.get(s, 0) for s in stages), kept_f, sum(rej.values()) + kept_f])
     by_family = (
-        table("family-table", ["family", *(f"rejected: {s}" for s in stages), "kept", "total"], fam_rows)
+        table(
+            "family-table",
+            ["family", *(f"rejected: {s}" for s in stages), "kept", "total"],
+            fam_rows,
+        )
         if fam_rows
         else '<p class="note">No records were read: the input was empty.</p>'
     )
@@ -142,6 +160,7 @@ def funnel_section(d: ReportData, fig: str | None) -> str:
 def pass_rate_section(d: ReportData, fig: str | None) -> str:
     band = d.manifest.config.get("band", {})
     lo, hi = band.get("too_hard", "?"), band.get("too_easy", "?")
+    asked = d.manifest.config.get("sampler", {}).get("samples", "?")
     rows, total = [], [0] * len(HIST_LABELS)
     for fam, r in d.rates.items():
         hist = r.histogram()
@@ -154,8 +173,14 @@ def pass_rate_section(d: ReportData, fig: str | None) -> str:
             "pass-rate-table",
             ["family", "scored", "kept", "filtered", "mean", *HIST_LABELS],
             rows,
-            total=["all", sum(r[1] for r in rows), sum(r[2] for r in rows), sum(r[3] for r in rows),
-                   "", *total],
+            total=[
+                "all",
+                sum(r[1] for r in rows),
+                sum(r[2] for r in rows),
+                sum(r[3] for r in rows),
+                "",
+                *total,
+            ],
         )
         if rows
         else '<p class="note">No task was scored: every record was rejected before sampling.</p>'
@@ -164,7 +189,7 @@ def pass_rate_section(d: ReportData, fig: str | None) -> str:
         '<section id="pass-rates"><h2>Pass rates per family</h2>'
         f'<p id="band">Difficulty band kept: <b>{e(lo)} &lt; pass rate &lt; {e(hi)}</b> '
         f"(a task at or below {e(lo)} is too hard, at or above {e(hi)} too easy; "
-        f"{e(d.manifest.config.get('sampler', {}).get('samples', '?'))} samples asked per task).</p>"
+        f"{e(asked)} samples asked per task).</p>"
         + (figure(fig, "pass-rate distribution per family", "") if rows else "")
         + body
         + "</section>"
@@ -193,23 +218,28 @@ def rollout_section(d: ReportData, fig: str | None) -> str:
     rows = [[f, *(v.get(s, 0) for s in statuses), sum(v.values())] for f, v in d.verdicts.items()]
     samples = ""
     for fam in dict.fromkeys(s.family for s in d.samples):
-        samples += f"<h3>{e(fam)}</h3>" + "".join(sample_block(s) for s in d.samples if s.family == fam)
+        samples += f"<h3>{e(fam)}</h3>" + "".join(
+            sample_block(s) for s in d.samples if s.family == fam
+        )
     return (
         '<section id="rollouts"><h2>Rollouts and verdicts</h2>'
         + figure(fig, "rollouts per family by verdict", "")
         + table("verdict-table", ["family", *statuses, "total"], rows)
         + "<h3>Sample rollouts</h3><p class=note>A few per family (one of each verdict first); "
-        "prompts and completions are cut.</p>"
-        + samples
-        + "</section>"
+        "prompts and completions are cut.</p>" + samples + "</section>"
     )
 
 
 def checks_section(checks: Checks) -> str:
     if checks.error:
-        return f'<section id="quality"><h2>Data quality</h2><p class="bad">{e(checks.error)}</p></section>'
+        return (
+            '<section id="quality"><h2>Data quality</h2>'
+            f'<p class="bad">{e(checks.error)}</p></section>'
+        )
     failed = [r for r in checks.results if not r.success]
-    verdict = {True: ("ok", "passed"), False: ("bad", "FAILED"), None: ("note", "unknown")}[checks.success]
+    verdict = {True: ("ok", "passed"), False: ("bad", "FAILED"), None: ("note", "unknown")}[
+        checks.success
+    ]
     ordered = sorted(checks.results, key=lambda r: r.success)[:MAX_CHECK_ROWS]
     rows = [
         [
@@ -234,7 +264,11 @@ def checks_section(checks: Checks) -> str:
             rows,
             numeric=range(4, 6),
         )
-        + (f'<p class="note">{more} more expectations (all passed) not listed.</p>' if more > 0 else "")
+        + (
+            f'<p class="note">{more} more expectations (all passed) not listed.</p>'
+            if more > 0
+            else ""
+        )
         + "</section>"
     )
 
@@ -260,8 +294,12 @@ def config_section(d: ReportData) -> str:
         + table("config-facts", ["", ""], facts, numeric=range(0))
         + "<h3>Packages</h3>"
         + table("packages", ["package", "version"], sorted(m.packages.items()), numeric=range(0))
-        + "<details><summary>Sandbox</summary>" + _json(m.sandbox) + "</details>"
-        + "<details open><summary>Config</summary>" + _json(m.config) + "</details></section>"
+        + "<details><summary>Sandbox</summary>"
+        + _json(m.sandbox)
+        + "</details>"
+        + "<details open><summary>Config</summary>"
+        + _json(m.config)
+        + "</details></section>"
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,7 +76,7 @@ def funnel_figure(steps: Sequence[FunnelStep], kept: int) -> str:
     ax.barh(ys, left, color=COLOURS["kept"], label="passed on")
     ax.barh(ys, rejected, left=left, color=COLOURS["rejected"], label="rejected here")
     for y, passed, rej in zip(ys, left, rejected, strict=True):
-        ax.text(passed + rej, y, f"  {passed}" + (f" (−{rej})" if rej else ""), va="center")
+        ax.text(passed + rej, y, f"  {passed}" + (f" (-{rej})" if rej else ""), va="center")
     ax.set_yticks(ys, labels)
     ax.set_xlabel("records")
     ax.set_xlim(0, max(1, *(a + b for a, b in zip(left, rejected, strict=True))) * 1.25)
@@ -101,12 +102,14 @@ def _count(values: Sequence[float], edges: Sequence[float]) -> list[int]:
 def pass_rate_figure(rates: dict[str, FamilyRates], too_hard: float, too_easy: float) -> str:
     """One panel per family: kept and filtered tasks per pass-rate bin, the kept band shaded."""
     plt = pyplot()
+    from matplotlib import ticker
+
     families = list(rates)[:MAX_PANELS]
     cols = min(2, len(families))
     rows = (len(families) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.6 * rows), squeeze=False)
     edges = _bins()
-    centres = [(a + b) / 2 for a, b in zip(edges, edges[1:], strict=False)]
+    centres = [(a + b) / 2 for a, b in itertools.pairwise(edges)]
     for ax, family in zip(axes.flat, families, strict=False):
         kept = _count(rates[family].kept, edges)
         filtered = _count(rates[family].filtered, edges)
@@ -114,13 +117,17 @@ def pass_rate_figure(rates: dict[str, FamilyRates], too_hard: float, too_easy: f
         w = BIN_WIDTH * 0.9
         ax.bar(centres, kept, width=w, color=COLOURS["kept"], label="kept")
         ax.bar(centres, filtered, width=w, bottom=kept, color=COLOURS["filtered"], label="filtered")
-        ax.set_title(f"{family} ({len(rates[family].kept)} kept / "
-                     f"{len(rates[family].kept) + len(rates[family].filtered)} scored)", fontsize=9)
+        ax.set_title(
+            f"{family} ({len(rates[family].kept)} kept / "
+            f"{len(rates[family].kept) + len(rates[family].filtered)} scored)",
+            fontsize=9,
+        )
         ax.set_xlim(-0.05, 1.05)
         ax.set_xlabel("pass rate (k/n)")
         ax.set_ylabel("tasks")
+        ax.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
         ax.spines[["top", "right"]].set_visible(False)
-    for ax in list(axes.flat)[len(families):]:
+    for ax in list(axes.flat)[len(families) :]:
         ax.set_visible(False)
     axes.flat[0].legend(fontsize=8, frameon=False)
     fig.tight_layout()
@@ -142,7 +149,8 @@ def verdict_figure(verdicts: dict[str, dict[str, int]]) -> str:
         start = [a + b for a, b in zip(start, widths, strict=True)]
     ax.set_yticks(ys, families)
     ax.set_xlabel("rollouts")
-    ax.legend(ncols=min(5, len(statuses)), loc="upper center", bbox_to_anchor=(0.5, -0.25),
-              frameon=False)
+    ax.legend(
+        ncols=min(5, len(statuses)), loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False
+    )
     ax.spines[["top", "right"]].set_visible(False)
     return to_data_uri(fig)

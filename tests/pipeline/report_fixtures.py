@@ -106,7 +106,9 @@ def make_run(
     _write(out / "rejected" / "part-00000-of-00001.parquet", rejects, REJECTED_SCHEMA)
     _write(out / "rollouts" / "part-00000-of-00001.parquet", rollouts, ROLLOUTS_SCHEMA)
     reasons = Counter(r["reason"] for r in rejects)
-    rates = [t["pass_rate"] for t in tasks] + [r["pass_rate"] for r in rejects if r["k"] is not None]
+    rates = [t["pass_rate"] for t in tasks] + [
+        r["pass_rate"] for r in rejects if r["k"] is not None
+    ]
     manifest = Manifest(
         run_id="20260101T000000Z-abcdef",
         created_at="2026-01-01T00:00:00+00:00",
@@ -155,8 +157,15 @@ def mixed_run(out: Path) -> Path:
     rollouts = [
         rollout(tid, fam, i, statuses[(i + j) % len(statuses)])
         for j, (tid, fam) in enumerate(
-            [("code.a", "code"), ("code.b", "code"), ("sql.a", "sql"), ("code.easy", "code"),
-             ("code.hard", "code"), ("sql.hard", "sql"), ("sql.hard2", "sql")]
+            [
+                ("code.a", "code"),
+                ("code.b", "code"),
+                ("sql.a", "sql"),
+                ("code.easy", "code"),
+                ("code.hard", "code"),
+                ("sql.hard", "sql"),
+                ("sql.hard2", "sql"),
+            ]
         )
         for i in range(4)
     ]

@@ -140,7 +140,9 @@ def test_pass_rate_counts_per_family_equal_the_parquet_data(mixed: Path) -> None
     page = report(mixed)
     header = page.header("pass-rate-table")
     rows = page.rows("pass-rate-table")
-    kept = list(zip(column(mixed, "tasks", "family"), column(mixed, "tasks", "pass_rate"), strict=True))
+    kept = list(
+        zip(column(mixed, "tasks", "family"), column(mixed, "tasks", "pass_rate"), strict=True)
+    )
     filtered = [
         (f, r)
         for f, r in zip(
@@ -163,7 +165,9 @@ def test_pass_rate_counts_per_family_equal_the_parquet_data(mixed: Path) -> None
         assert {h: int(cells[h]) for h in header[5:]} == {h: want.get(h, 0) for h in header[5:]}
     total = dict(zip(header[1:], rows["all"], strict=True))
     manifest = json.loads((mixed / "manifest.json").read_text())
-    assert {h: int(total[h]) for h in header[5:] if int(total[h])} == manifest["pass_rate_histogram"]
+    assert {h: int(total[h]) for h in header[5:] if int(total[h])} == manifest[
+        "pass_rate_histogram"
+    ]
 
 
 def test_band_of_the_run_is_shown(tmp_path: Path) -> None:
@@ -209,6 +213,13 @@ def test_samples_show_each_verdict_status(mixed: Path) -> None:
     assert max(statuses.values()) == 2  # so each family shows 4 different ones
 
 
+def test_samples_prefer_different_tasks(mixed: Path) -> None:
+    html = write_report(mixed).read_text(encoding="utf-8")
+    shown = re.findall(r'<article class="sample"><b>([^<]*)</b>', html)
+    code = [t for t in shown if t.startswith("code.")]
+    assert len(code) == 4 and len(set(code)) == 4  # code has 4 tasks with rollouts
+
+
 @pytest.mark.parametrize("where", ["kept", "filtered"])
 def test_sample_shows_its_task_prompt(tmp_path: Path, where: str) -> None:
     """A kept task's prompt comes from tasks/, a filtered one's from rejected/ raw."""
@@ -246,9 +257,17 @@ def test_hostile_text_is_shown_as_text_never_as_markup(tmp_path: Path, hostile: 
         json.dumps(
             {
                 "success": False,
-                "results": [{"suite": hostile, "expectation": hostile, "column": hostile,
-                             "success": False, "unexpected_count": 1, "element_count": 1,
-                             "detail": hostile}],
+                "results": [
+                    {
+                        "suite": hostile,
+                        "expectation": hostile,
+                        "column": hostile,
+                        "success": False,
+                        "unexpected_count": 1,
+                        "element_count": 1,
+                        "detail": hostile,
+                    }
+                ],
             }
         )
     )
@@ -303,14 +322,33 @@ def test_empty_run_without_shard_directories(tmp_path: Path) -> None:
 CHECKS = {
     "success": False,
     "results": [
-        {"suite": "tasks", "expectation": "expect_column_values_to_not_be_null", "column": "id",
-         "success": True, "unexpected_count": 0, "element_count": 12, "detail": ""},
-        {"suite": "tasks", "expectation": "expect_column_values_to_be_between",
-         "column": "pass_rate", "success": False, "unexpected_count": 3, "element_count": 12,
-         "detail": "3 rows outside [0, 1]"},
-        {"suite": "rollouts", "expectation": "expect_table_row_count_to_be_between",
-         "column": None, "success": False, "unexpected_count": None, "element_count": None,
-         "detail": "0 rows"},
+        {
+            "suite": "tasks",
+            "expectation": "expect_column_values_to_not_be_null",
+            "column": "id",
+            "success": True,
+            "unexpected_count": 0,
+            "element_count": 12,
+            "detail": "",
+        },
+        {
+            "suite": "tasks",
+            "expectation": "expect_column_values_to_be_between",
+            "column": "pass_rate",
+            "success": False,
+            "unexpected_count": 3,
+            "element_count": 12,
+            "detail": "3 rows outside [0, 1]",
+        },
+        {
+            "suite": "rollouts",
+            "expectation": "expect_table_row_count_to_be_between",
+            "column": None,
+            "success": False,
+            "unexpected_count": None,
+            "element_count": None,
+            "detail": "0 rows",
+        },
     ],
 }
 
@@ -364,8 +402,14 @@ def test_large_run_gives_a_bounded_page(tmp_path: Path) -> None:
 def test_importing_the_report_does_not_load_matplotlib() -> None:
     code = "import sys, pipeline.report, pipeline.run; print('matplotlib' in sys.modules)"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          check=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
     assert done.stdout.strip() == "False"
 
 
@@ -431,12 +475,17 @@ def chromium(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_headless_chromium_renders_the_page_without_errors(tmp_path: Path) -> None:
     image = pytest.importorskip("matplotlib.image")
-    hostile = '</script><script>console.error("INJECTED")</script><img src=x onerror="console.error(1)">'
+    hostile = (
+        '</script><script>console.error("INJECTED")</script><img src=x onerror="console.error(1)">'
+    )
     out = make_run(
         tmp_path / "out",
         [task("code.a", "code", 2, prompt=hostile), task("sql.a", "sql", 1)],
         [rejected("code.hard", "code", "filter", "filter.too_hard", k=0)],
-        [rollout("code.a", "code", i, ("pass", "fail")[i % 2], completion=hostile) for i in range(4)],
+        [
+            rollout("code.a", "code", i, ("pass", "fail")[i % 2], completion=hostile)
+            for i in range(4)
+        ],
     )
     url = write_report(out).as_uri()
     shot = tmp_path / "shot.png"
