@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from pipeline.report_checks import Checks, load_checks
 from schemas import Manifest
 from transforms.stats import histogram_bin
 
@@ -105,26 +106,6 @@ class Sample:
     detail: str
     completion: str
     prompt: str
-
-
-@dataclass(frozen=True)
-class CheckRow:
-    suite: str
-    expectation: str
-    column: str | None
-    success: bool
-    unexpected_count: int | None
-    element_count: int | None
-    detail: str
-
-
-@dataclass(frozen=True)
-class Checks:
-    """``checks.json`` as read; ``error`` says why it could not be read (then no rows)."""
-
-    success: bool | None
-    results: list[CheckRow]
-    error: str = ""
 
 
 @dataclass
@@ -346,38 +327,6 @@ def find_prompts(out: Path, ids: set[str]) -> dict[str, str]:
             if prompt is not None:
                 found.setdefault(i, prompt)
     return found
-
-
-def _opt_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def load_checks(out: Path) -> Checks | None:
-    """``checks.json`` (written by the data-quality step), None when there is none."""
-    path = out / "checks.json"
-    if not path.exists():
-        return None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
-            raise ValueError('expected an object with a "results" list')
-        rows = [
-            CheckRow(
-                suite=str(r.get("suite", "")),
-                expectation=str(r.get("expectation", "")),
-                column=None if r.get("column") is None else str(r.get("column")),
-                success=r.get("success") is True,
-                unexpected_count=_opt_int(r.get("unexpected_count")),
-                element_count=_opt_int(r.get("element_count")),
-                detail=excerpt(r.get("detail", ""), DETAIL_CHARS),
-            )
-            for r in doc["results"]
-            if isinstance(r, dict)
-        ]
-    except (OSError, ValueError) as e:
-        return Checks(success=None, results=[], error=f"checks.json could not be read: {e}")
-    success = doc.get("success")
-    return Checks(success=success if isinstance(success, bool) else None, results=rows)
 
 
 def consistency(

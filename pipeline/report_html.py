@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
-from pipeline.report_data import HIST_LABELS, STAGES, STATUSES, Checks, ReportData, Sample
+from pipeline.report_checks import Checks
+from pipeline.report_data import HIST_LABELS, STAGES, STATUSES, ReportData, Sample
 
 CSP = (
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; "
