@@ -19,6 +19,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.report import write_report
+from pipeline.report_data import MAX_FAMILIES
 from tests.pipeline.report_fixtures import (
     make_run,
     mixed_run,
@@ -232,6 +233,37 @@ def test_sample_shows_its_task_prompt(tmp_path: Path, where: str) -> None:
     )
     out = make_run(tmp_path / "out", tasks, rejects, [rollout("code.a", "code", 0, "fail")])
     assert prompt in report(out).text
+
+
+def test_unknown_reason_gets_its_own_stage_and_the_funnel_still_ends_at_kept(
+    tmp_path: Path,
+) -> None:
+    rejects = [rejected("code.x", "code", "reward_model", "reward.too_long")]
+    out = make_run(tmp_path / "out", [task("code.a", "code", 1)], rejects, [])
+    rows = report(out).rows("funnel-table")
+    assert rows["reward_model"][:3] == ["2", "1", "1"] and rows["kept"][0] == "1"
+
+
+def test_disagreement_between_manifest_and_shards_is_shown(mixed: Path) -> None:
+    manifest = json.loads((mixed / "manifest.json").read_text())
+    manifest["counts"]["kept"] += 5
+    (mixed / "manifest.json").write_text(json.dumps(manifest))
+    text = "".join(report(mixed).text)
+    assert "The shards disagree with the manifest" in text
+    assert f"manifest kept {manifest['counts']['kept']}" in text
+
+
+def test_consistent_run_shows_no_disagreement(mixed: Path) -> None:
+    assert "disagree" not in "".join(report(mixed).text)
+
+
+def test_many_bogus_families_are_summed_into_one_row(tmp_path: Path) -> None:
+    rejects = [rejected(f"f{i}.x", f"fam{i:03}", "validate", "validate.schema") for i in range(100)]
+    out = make_run(tmp_path / "out", [task("code.a", "code", 1)], rejects, [])
+    rows = report(out).rows("family-table")
+    shown = [f for f in rows if f.startswith("fam")]
+    assert len(shown) == MAX_FAMILIES and "code" in rows  # the kept family is always listed
+    assert rows["(other families)"][-1] == str(100 - MAX_FAMILIES)  # its total column
 
 
 HOSTILE = [
