@@ -25,6 +25,7 @@ from pipeline import (  # noqa: E402
     curate_args,
     decontam_cmd,
     query_cmd,
+    report_cmd,
     sandbox_cmd,
     verify_cmd,
 )
@@ -39,6 +40,7 @@ RUNNERS: dict[str, str] = {
     "dedup-index": "pipeline.contamination_cmd:run",
     "sandbox": "pipeline.sandbox_cmd:run",
     "query": "pipeline.query_cmd:run",
+    "report": "pipeline.report_cmd:run",
 }
 
 
@@ -96,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     contamination_cmd.add_parser(sub)
     sandbox_cmd.add_parser(sub)
     query_cmd.add_parser(sub)
+    report_cmd.add_parser(sub)
     completion_cmd.add_parser(sub)
     return parser
 

@@ -30,6 +30,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipeline.build import build
 from pipeline.catalog import CATALOG_FILE, write_catalog
 from pipeline.config import CurateConfig
+from pipeline.report import write_report
 from schemas import Manifest
 from transforms.common import NAMESPACE, SANDBOX_NAMESPACE
 from transforms.samplers import model_id
@@ -266,6 +267,7 @@ def curate(cfg: CurateConfig) -> CurateResult:
             manifest.counts["indexed"] = counts["kept"]
         (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
         write_catalog(staging)  # DuckDB views over this run; needs manifest.json
+        write_report(staging)
         publish(staging, out, run_id)
         if cfg.dedup.index_path:  # only a published run feeds the index
             add_to_dedup_index(cfg, out, run_id)

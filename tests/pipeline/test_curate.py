@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -239,3 +240,14 @@ def test_missing_replay_file_is_a_clean_error(
 
 def test_beam_pipeline_options_pass_through(tmp_path: Path) -> None:
     assert _curate(tmp_path / "o", "--direct_num_workers=1") == 0
+
+
+def test_run_writes_its_report_with_relative_paths_only(run: Path) -> None:
+    manifest = json.loads((run / "manifest.json").read_text())
+    page = (run / "report.html").read_text(encoding="utf-8")
+    kept = manifest["counts"]["kept"]
+    assert f'id="count-kept">kept<b>{kept}</b>' in page and manifest["run_id"] in page
+    assert "staging" not in page  # written before the rename, naming no staging path
+    links = re.findall(r'(?:href|src)="([^"]*)"', page)
+    assert links and all(u == "manifest.json" or u[:1] == "#" or u[:5] == "data:" for u in links)
+    assert all(not f.endswith(".html") for files in manifest["outputs"].values() for f in files)
