@@ -28,7 +28,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--input", "-i", nargs="+", required=True, help="files, dirs or globs")
+    p.add_argument(
+        "--input",
+        "-i",
+        nargs="+",
+        action="extend",
+        required=True,
+        help="files, dirs or globs (repeatable: every --input adds to the list)",
+    )
     p.add_argument("--output", "-o", required=True, help="output directory")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run's output")
     p.add_argument("--benchmark", action="append", default=[], help="extra benchmark set")
