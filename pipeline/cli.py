@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 logging.getLogger().setLevel(logging.ERROR)
 
 from pipeline import (  # noqa: E402
+    check_cmd,
     completion_cmd,
     contamination_cmd,
     curate_args,
@@ -37,6 +38,7 @@ RUNNERS: dict[str, str] = {
     "benchmarks": "pipeline.contamination_cmd:run",
     "dedup-index": "pipeline.contamination_cmd:run",
     "sandbox": "pipeline.sandbox_cmd:run",
+    "check": "pipeline.check_cmd:run",
 }
 
 
@@ -93,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     decontam_cmd.add_parser(sub)
     contamination_cmd.add_parser(sub)
     sandbox_cmd.add_parser(sub)
+    check_cmd.add_parser(sub)
     completion_cmd.add_parser(sub)
     return parser
 

@@ -29,6 +29,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.build import build
 from pipeline.config import CurateConfig
+from pipeline.quality_gate import check_before_publish
 from schemas import Manifest
 from transforms.common import NAMESPACE, SANDBOX_NAMESPACE
 from transforms.samplers import model_id
@@ -264,6 +265,8 @@ def curate(cfg: CurateConfig) -> CurateResult:
         if cfg.dedup.index_path:
             manifest.counts["indexed"] = counts["kept"]
         (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
+        if cfg.expectations:
+            check_before_publish(staging, out, run_id)
         publish(staging, out, run_id)
         if cfg.dedup.index_path:  # only a published run feeds the index
             add_to_dedup_index(cfg, out, run_id)

@@ -1,0 +1,41 @@
+"""The curate stage that runs the data-quality suites between writing a run and publishing it.
+
+Standard library only at the top (``pipeline.run`` imports it); Great Expectations is imported
+only when the stage runs (``--expectations``). A failed run is moved to ``OUT.failed-RUNID``
+beside the output, so the published output stays as it was and the failed shards, their
+``checks.json`` and Data Docs stay readable. Failed runs are never deleted automatically.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class ExpectationsFailed(Exception):
+    """The data-quality checks failed: the run was kept aside in ``failed_dir``, unpublished."""
+
+    def __init__(self, message: str, failed_dir: Path) -> None:
+        super().__init__(message)
+        self.failed_dir = failed_dir
+
+
+def failed_dir(out: Path, run_id: str) -> Path:
+    """Where a run whose checks failed is kept: ``OUT.failed-RUNID`` beside ``OUT``."""
+    return out.parent / f"{out.name}.failed-{run_id}"
+
+
+def check_before_publish(staging: Path, out: Path, run_id: str) -> None:
+    """Check the staged run; on failure move it aside and raise ExpectationsFailed."""
+    from pipeline.expectations import check_output, describe_failures
+
+    result = check_output(staging)
+    if result.success:
+        return
+    failed = failed_dir(out, run_id)
+    os.rename(staging, failed)
+    raise ExpectationsFailed(
+        f"{describe_failures(result)}. The run was not published; its output is in {failed} "
+        f"(results: {failed / 'checks.json'}, Data Docs: {failed / 'gx' / 'index.html'})",
+        failed,
+    )
