@@ -58,9 +58,11 @@ DEFAULTS: dict[str, Any] = {
     "fail_on_invalid_inputs": False,
     "train_command": None,
 }
-# Curate flags the DAG sets itself; pipeline_options may not override them.
+# Curate flags the DAG sets itself; pipeline_options may not override them. ``expectations``
+# is curate's in-job gate: the DAG runs the same checks as its own task instead.
 OWNED_OPTIONS = frozenset(
     {"input", "output", "overwrite", "format", "runner", "sampler", "samples", "replay"}
+    | {"expectations", "no_expectations"}
 )
 # Exit status of `tasksieve check`: 0 passed, 1 expectations failed, 2 user error.
 CHECK_PASSED, CHECK_FAILED, CHECK_USAGE = 0, 1, 2
