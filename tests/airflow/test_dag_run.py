@@ -3,13 +3,14 @@
 Two DAG runs on examples/tasks (sql + config, replay sampler, DirectRunner):
 
 1. a clean run: every task runs, the gate passes and ``ROOT/current`` points at the run;
-2. a run whose output is damaged after curate wrote it and before the gate reads it (a thread
+2. a run with one malformed input line more (validate counts it, curate rejects it) whose
+   output is damaged after curate wrote it and before the gate reads it (a thread
    deletes a non-empty ``tasks/`` shard as soon as the run's directory appears, as a lost file
    on a shared disk would): the real ``tasksieve check`` finds the shards disagreeing with the
    manifest, the gate fails, publish does not run and ``current`` stays on run 1.
 
 ``output_root`` comes from the Airflow Variable ``tasksieve_output_root``, the rest from the
-run's conf (params). The module takes about two minutes (see airflow_dags/README.md).
+run's conf (params). The module takes 3 to 4 minutes on a busy 2-core machine.
 """
 
 from __future__ import annotations
@@ -86,12 +87,15 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     assert one.returncode == 0, (one.stdout + one.stderr)[-5000:]
     (first,) = _run_ids(home)
 
+    bad = root.parent / "bad_input.jsonl"  # one malformed line: counted, then rejected
+    bad.write_text('{"id": "broken", "family": \n')
+    conf2 = {**CONF, "inputs": [*INPUTS, str(bad)]}
     stop, hit = threading.Event(), []
     spare = root / "runs" / (root / "current").readlink().name
     saboteur = threading.Thread(target=_saboteur, args=(root / "runs", spare, stop, hit))
     saboteur.start()
     try:
-        two = run_airflow("dags", "test", DAG_ID, "--conf", json.dumps(CONF), home=home)
+        two = run_airflow("dags", "test", DAG_ID, "--conf", json.dumps(conf2), home=home)
     finally:
         stop.set()
         saboteur.join()
@@ -172,6 +176,12 @@ def test_gate_result_is_in_xcom(runs: Runs) -> None:
     assert gate["success"] is True
     assert gate["failed"] == 0
     assert gate["checked"] > 0
+
+
+def test_invalid_input_record_is_counted_then_rejected_with_its_reason(runs: Runs) -> None:
+    assert _xcom(runs, runs.first, "validate_inputs")["problems"] == 0
+    assert _xcom(runs, runs.second, "validate_inputs")["problems"] == 1
+    assert _xcom(runs, runs.second, "curate")["rejected_by_reason"]["validate.parse_error"] == 1
 
 
 def test_second_run_was_really_damaged(runs: Runs) -> None:
