@@ -62,10 +62,19 @@ class RunFacts:
     """Ids of kept tasks and rejected records: what a rollout may reference."""
 
 
+def type_name(t: pa.DataType) -> str:
+    """An Arrow type as text, without the names of list items (Parquet writers differ)."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"list<{type_name(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "struct<" + ", ".join(f"{f.name}: {type_name(f.type)}" for f in t) + ">"
+    return str(t)
+
+
 def schema_frame_rows(schema: pa.Schema) -> list[dict[str, Any]]:
     """One row per column of a shard's schema: the batch of a ``<kind>.schema`` suite."""
     return [
-        {"column": f.name, "typed": f"{f.name}: {f.type}", "slot": f"{i}: {f.name}"}
+        {"column": f.name, "typed": f"{f.name}: {type_name(f.type)}", "slot": f"{i}: {f.name}"}
         for i, f in enumerate(schema)
     ]
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from collections import Counter
 from collections.abc import Iterator
@@ -178,8 +177,12 @@ def _quiet() -> Iterator[None]:
 
 def _detail(cfg: Any, res: dict[str, Any], exc: dict[str, Any] | None, label: str) -> str:
     parts = [p for p in (label, (cfg.meta or {}).get("guards", "")) if p]
-    if exc and exc.get("raised_exception"):
-        parts.append(f"could not evaluate: {exc.get('exception_message', '')}".strip())
+    errors = [exc, *(v for v in (exc or {}).values() if isinstance(v, dict))]
+    for e in errors:
+        if e and e.get("raised_exception"):
+            message = str(e.get("exception_message") or "").splitlines()[:1]
+            parts.append(f"could not evaluate: {' '.join(message)}".strip())
+            break
     if cfg.type == _CONTAINS and res.get("missing_count"):
         parts.append(f"missing: {[str(v) for v in res.get('partial_missing_list', [])]}")
     elif res.get("observed_value") is not None:
@@ -225,24 +228,28 @@ class _Runner:
 
     def __init__(self, docs_dir: Path) -> None:
         import great_expectations as gx
-        from great_expectations.data_context.types.base import ProgressBarsConfig
+        from great_expectations.data_context.types.base import (
+            DataContextConfig,
+            InMemoryStoreBackendDefaults,
+            ProgressBarsConfig,
+        )
 
         self.gx = gx
-        self.ctx = gx.get_context(mode="ephemeral")
-        self.ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-        for name in list(self.ctx.get_site_names()):  # only our site, nowhere else
-            self.ctx.delete_data_docs_site(name)
-        self.ctx.add_data_docs_site(
-            site_name=_SITE,
-            site_config={
-                "class_name": "SiteBuilder",
-                "store_backend": {
-                    "class_name": "TupleFilesystemStoreBackend",
-                    "base_directory": str(docs_dir),
-                },
-                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        site = {
+            "class_name": "SiteBuilder",
+            "store_backend": {
+                "class_name": "TupleFilesystemStoreBackend",
+                "base_directory": str(docs_dir),
             },
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+        }
+        config = DataContextConfig(
+            store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+            data_docs_sites={_SITE: site},  # the only site: nothing is written elsewhere
+            analytics_enabled=False,
+            progress_bars=ProgressBarsConfig(globally=False),
         )
+        self.ctx = gx.get_context(mode="ephemeral", project_config=config)
         self.source = self.ctx.data_sources.add_pandas("tasksieve")
         self.suites: dict[str, Any] = {}
         self.runs = 0
@@ -297,7 +304,6 @@ def check_output(out_dir: Path) -> CheckResult:
     docs = out_dir / DOCS_DIR
     shutil.rmtree(docs, ignore_errors=True)
     items: list[CheckItem] = []
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     with _quiet():
         runner = _Runner(docs)
         for kind in KINDS:
