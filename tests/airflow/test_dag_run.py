@@ -215,3 +215,23 @@ def test_failure_callback_logged_run_and_task(runs: Runs) -> None:
     line = f"tasksieve_curate failure: run_id={runs.second} task_id=quality_gate"
     assert line in runs.second_log
     assert "tasksieve_curate failure" not in runs.first_log
+
+
+def test_missing_inputs_fail_the_first_task_at_once(runs: Runs) -> None:
+    """No `inputs` param and no Variable: resolve_config fails on its first try, says how to fix."""
+    before = _run_ids(runs.home)
+    proc = run_airflow(
+        "dags", "test", DAG_ID, "--conf", json.dumps({"sampler": "replay"}), home=runs.home
+    )
+    (third,) = [r for r in _run_ids(runs.home) if r not in before]
+    assert proc.returncode != 0
+    assert "no inputs: set the param `inputs` or the Variable tasksieve_inputs" in (
+        proc.stdout + proc.stderr
+    )
+    with _db(runs.home) as db:
+        state, tries = db.execute(
+            "select state, try_number from task_instance where run_id=? and task_id=?",
+            (third, "resolve_config"),
+        ).fetchone()
+    assert (state, tries) == ("failed", 1)  # a settings error is not retried
+    assert (runs.root / "current").resolve() == _run_dir(runs, runs.first)
