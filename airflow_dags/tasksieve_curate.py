@@ -109,10 +109,6 @@ def _label(text: str, limit: int = 63) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].rstrip("-") or "run"
 
 
-def _fail(message: str) -> AirflowFailException:
-    return AirflowFailException(message)
-
-
 def _python() -> str:
     """The interpreter that runs tasksieve: Variable ``tasksieve_python``, else this one."""
     value = _variable("python")
@@ -128,16 +124,24 @@ def _cli(python: str, *args: str) -> subprocess.CompletedProcess[str]:
 def _check_config(cfg: dict[str, Any]) -> None:
     """Fail (without retry) on settings that cannot work, saying how to fix them."""
     if not cfg["inputs"]:
-        raise _fail("no inputs: set the param `inputs` or the Variable tasksieve_inputs")
+        raise AirflowFailException(
+            "no inputs: set the param `inputs` or the Variable tasksieve_inputs"
+        )
     if not cfg["output_root"]:
-        raise _fail("no output root: set the param `output_root` or Variable tasksieve_output_root")
+        raise AirflowFailException(
+            "no output root: set the param `output_root` or Variable tasksieve_output_root"
+        )
     if not isinstance(cfg["pipeline_options"], dict):
-        raise _fail("pipeline_options must be a JSON object of option name -> value")
+        raise AirflowFailException("pipeline_options must be a JSON object of option name -> value")
     owned = sorted(OWNED_OPTIONS & {k.replace("-", "_") for k in cfg["pipeline_options"]})
     if owned:
-        raise _fail(f"pipeline_options may not set {owned}: use the DAG params of those names")
+        raise AirflowFailException(
+            f"pipeline_options may not set {owned}: use the DAG params of those names"
+        )
     if cfg["sampler"] == "replay" and not cfg["replay"]:
-        raise _fail("sampler 'replay' needs the param `replay` (recorded completions file)")
+        raise AirflowFailException(
+            "sampler 'replay' needs the param `replay` (recorded completions file)"
+        )
 
 
 default_args: dict[str, Any] = {
@@ -229,7 +233,9 @@ with DAG(
         summary = proc.stderr.strip().splitlines()[-1:] or [""]
         log.info("%s", summary[0])
         if proc.returncode == 2:
-            raise _fail(f"tasksieve validate: cannot read the inputs: {proc.stderr.strip()}")
+            raise AirflowFailException(
+                f"tasksieve validate: cannot read the inputs: {proc.stderr.strip()}"
+            )
         if proc.returncode not in (0, 1):
             raise AirflowException(f"tasksieve validate exited {proc.returncode}: {proc.stderr}")
         for p in problems[:20]:
@@ -237,7 +243,9 @@ with DAG(
                 "invalid record %s:%s %s: %s", p["path"], p["line"], p["field"], p["message"]
             )
         if problems and cfg["fail_on_invalid_inputs"]:
-            raise _fail(f"{len(problems)} schema problems in the inputs (fail_on_invalid_inputs)")
+            raise AirflowFailException(
+                f"{len(problems)} schema problems in the inputs (fail_on_invalid_inputs)"
+            )
         return {"problems": len(problems), "summary": summary[0]}
 
     @task(task_id="curate", retries=1, execution_timeout=timedelta(hours=6))
@@ -283,12 +291,16 @@ with DAG(
         for line in proc.stderr.strip().splitlines()[-20:]:
             log.info("check: %s", line)
         if proc.returncode == CHECK_USAGE:
-            raise _fail(f"tasksieve check could not check {cfg['run_dir']}: {proc.stderr.strip()}")
+            raise AirflowFailException(
+                f"tasksieve check could not check {cfg['run_dir']}: {proc.stderr.strip()}"
+            )
         if proc.returncode not in (CHECK_PASSED, CHECK_FAILED):
             raise AirflowException(f"tasksieve check exited {proc.returncode}: {proc.stderr}")
         checks_path = Path(cfg["run_dir"]) / "checks.json"
         if not checks_path.is_file():
-            raise _fail(f"tasksieve check exited {proc.returncode} but wrote no {checks_path}")
+            raise AirflowFailException(
+                f"tasksieve check exited {proc.returncode} but wrote no {checks_path}"
+            )
         checks = json.loads(checks_path.read_text())
         results: Sequence[dict[str, Any]] = checks.get("results", [])
         failed = [r for r in results if not r.get("success")]
@@ -303,7 +315,7 @@ with DAG(
                 r.get("column") or "",
                 r.get("detail"),
             )
-        raise _fail(
+        raise AirflowFailException(
             f"data-quality gate failed: {len(failed)} of {len(results)} expectations failed "
             f"on {cfg['run_dir']} (see checks.json); current is left unchanged"
         )
@@ -323,7 +335,7 @@ with DAG(
                 Path(cfg["root"]), Path(curated["run_dir"]), require_checks=cfg["expectations"]
             )
         except NotPublishable as exc:
-            raise _fail(str(exc)) from exc
+            raise AirflowFailException(str(exc)) from exc
         log.info("published %s -> %s", current, curated["run_dir"])
         return {"current": str(current), "run_dir": curated["run_dir"]}
 

@@ -2,7 +2,8 @@
 
 Two DAG runs on examples/tasks (sql + config, replay sampler, DirectRunner):
 
-1. a clean run: every task runs, the gate passes and ``ROOT/current`` points at the run;
+1. a clean run: every task runs, the gate passes, ``ROOT/current`` points at the run and the
+   ``train_command`` (a stand-in script) runs on it;
 2. a run with one malformed input line more (validate counts it, curate rejects it) whose
    output is damaged after curate wrote it and before the gate reads it (a thread
    deletes a non-empty ``tasks/`` shard as soon as the run's directory appears, as a lost file
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,13 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow, needs_airflow]
 INPUTS = [str(REPO / "examples/tasks/sql.jsonl"), str(REPO / "examples/tasks/config.jsonl")]
 REPLAY = str(REPO / "examples/replay/completions.jsonl")
 CONF = {"inputs": INPUTS, "sampler": "replay", "replay": REPLAY, "samples": 4}
+# A stand-in trainer: records what it was given and reads the dataset's manifest.
+TRAINER = (
+    "import json, os, sys, pathlib; ds = pathlib.Path(sys.argv[1]); "
+    "pathlib.Path(sys.argv[2]).write_text(json.dumps({'arg': str(ds), "
+    "'env': os.environ['TASKSIEVE_DATASET'], "
+    "'kept': json.loads((ds / 'manifest.json').read_text())['counts']['kept']}))"
+)
 
 
 @dataclass
@@ -44,6 +53,7 @@ class Runs:
     second_log: str
     second_rc: int
     damaged: Path | None  # the shard the saboteur deleted in run 2
+    trained: Path  # what the run-1 train_command recorded
 
 
 def _db(home: Path) -> sqlite3.Connection:
@@ -78,12 +88,14 @@ def _saboteur(runs_dir: Path, spare: Path, stop: threading.Event, hit: list[Path
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     home = tmp_path_factory.mktemp("airflow_home")
     root = tmp_path_factory.mktemp("dataset_root")
+    trained = root.parent / "trained.json"
     migrate = run_airflow("db", "migrate", home=home)
     assert migrate.returncode == 0, migrate.stderr[-3000:]
     var = run_airflow("variables", "set", "tasksieve_output_root", str(root), home=home)
     assert var.returncode == 0, var.stderr[-3000:]
 
-    one = run_airflow("dags", "test", DAG_ID, "--conf", json.dumps(CONF), home=home)
+    conf1 = {**CONF, "train_command": [sys.executable, "-c", TRAINER, "{dataset}", str(trained)]}
+    one = run_airflow("dags", "test", DAG_ID, "--conf", json.dumps(conf1), home=home)
     assert one.returncode == 0, (one.stdout + one.stderr)[-5000:]
     (first,) = _run_ids(home)
 
@@ -109,6 +121,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         second_log=two.stdout + two.stderr,
         second_rc=two.returncode,
         damaged=hit[0] if hit else None,
+        trained=trained,
     )
 
 
@@ -148,8 +161,15 @@ def test_first_run_succeeds_with_every_task(runs: Runs) -> None:
         "curate": "success",
         "quality_gate": "success",
         "publish": "success",
-        "train": "skipped",  # no train_command: training is off, nothing pretends to train
+        "train": "success",
     }
+
+
+def test_train_command_ran_on_the_published_run(runs: Runs) -> None:
+    seen = json.loads(runs.trained.read_text())
+    run_dir = str(_run_dir(runs, runs.first))
+    assert seen["arg"] == seen["env"] == run_dir
+    assert seen["kept"] == _xcom(runs, runs.first, "curate")["counts"]["kept"]
 
 
 def test_output_root_came_from_the_variable(runs: Runs) -> None:
