@@ -126,8 +126,11 @@ def load_kind(out_dir: Path, kind: str) -> tuple[list[tuple[str, pa.Schema]], pd
     schemas: list[tuple[str, pa.Schema]] = []
     frames: list[pd.DataFrame] = []
     for f in shard_files(out_dir, kind):
-        table = pq.read_table(f)
-        schemas.append((str(f.relative_to(out_dir)), pq.read_schema(f)))
+        try:
+            table = pq.read_table(f)
+        except (pa.ArrowException, OSError) as exc:
+            raise NotAnOutput(f"{f}: not a readable Parquet shard ({exc})") from exc
+        schemas.append((str(f.relative_to(out_dir)), table.schema))
         if kind == "rollouts":
             table = _flatten_verdict(table)
         frames.append(_frame(table))
@@ -150,8 +153,8 @@ def per_task_frame(tasks: pd.DataFrame, rejected: pd.DataFrame, rollouts: pd.Dat
         (_column(rejected, "record_id"), _column(rejected, "n")),
     ):
         for i, n in zip(ids, ns, strict=False):
-            if n is not None and not pd.isna(n):
-                n_of[str(i)] = int(n)
+            if isinstance(n, int) and not isinstance(n, bool):  # else: the schema suite says
+                n_of[str(i)] = n
     counts = Counter(str(t) for t in _column(rollouts, "task_id"))
     ids = sorted(set(n_of) | set(counts))
     return pd.DataFrame(
@@ -259,6 +262,8 @@ class _Runner:
             self.suites[suite.name] = self.ctx.suites.add(suite)
         self.runs += 1
         name = f"{self.runs:04d}-{suite.name}"
+        if label:  # a shard: name it in the Data Docs
+            name += "-" + label.removesuffix(".parquet").replace("/", "_")
         batch = self.source.add_dataframe_asset(name).add_batch_definition_whole_dataframe("all")
         vd = self.ctx.validation_definitions.add(
             self.gx.ValidationDefinition(name=name, data=batch, suite=self.suites[suite.name])

@@ -75,3 +75,13 @@ def test_check_loads_no_beam(run: Path, tmp_path: Path) -> None:
     rc, modules = loaded(tmp_path, "check", str(run))
     assert rc == 0 and "great_expectations" in modules  # it really checked
     assert not [m for m in modules if m == "apache_beam" or m.startswith("apache_beam.")]
+
+
+def test_unreadable_shard_exits_2_naming_it(
+    run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = copy_run(run, tmp_path)
+    (shard,) = (out / "rollouts").glob("*.parquet")
+    shard.write_bytes(b"not parquet")
+    assert main(["check", str(out)]) == 2
+    assert f"{shard}: not a readable Parquet shard" in capsys.readouterr().err
