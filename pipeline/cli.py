@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 logging.getLogger().setLevel(logging.ERROR)
 
 from pipeline import (  # noqa: E402
+    check_cmd,
     completion_cmd,
     contamination_cmd,
     curate_args,
@@ -41,6 +42,7 @@ RUNNERS: dict[str, str] = {
     "sandbox": "pipeline.sandbox_cmd:run",
     "query": "pipeline.query_cmd:run",
     "report": "pipeline.report_cmd:run",
+    "check": "pipeline.check_cmd:run",
 }
 
 
@@ -99,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox_cmd.add_parser(sub)
     query_cmd.add_parser(sub)
     report_cmd.add_parser(sub)
+    check_cmd.add_parser(sub)
     completion_cmd.add_parser(sub)
     return parser
 

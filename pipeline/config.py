@@ -31,6 +31,8 @@ class CurateConfig:
     overwrite: bool = False
     runner: str = "DirectRunner"
     beam_args: tuple[str, ...] = ()
+    expectations: bool = False
+    """Run the data-quality suites before publishing (pipeline.expectations)."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -44,7 +46,7 @@ class CurateConfig:
     def fingerprint(self) -> str:
         """Stable hash of what shapes the results (not where they go or how Beam runs)."""
         data = self.as_dict()
-        for key in ("output", "overwrite", "runner", "beam_args"):
+        for key in ("output", "overwrite", "runner", "beam_args", "expectations"):
             data.pop(key)
         data["sampler"].pop("cache_dir", None)
         blob = json.dumps(data, sort_keys=True, default=str).encode()

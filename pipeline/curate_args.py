@@ -15,7 +15,9 @@ Arguments curate does not know are passed to Beam as pipeline options.
 
 output (--format json): one JSON object on stdout with keys output, manifest, run_id,
 config_fingerprint, counts, rejected_by_reason, pass_rate_histogram.
-exit status: 0 run published, 2 usage or input error, 3 internal error (records lost)
+exit status: 0 run published, 2 usage or input error, 3 internal error (records lost),
+4 data-quality expectations failed (--expectations): the run is not published and is kept
+in OUTPUT.failed-RUNID beside the output
 """
 
 
@@ -28,7 +30,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--input", "-i", nargs="+", required=True, help="files, dirs or globs")
+    p.add_argument(
+        "--input",
+        "-i",
+        nargs="+",
+        action="extend",
+        required=True,
+        help="files, dirs or globs (repeatable: every --input adds to the list)",
+    )
     p.add_argument("--output", "-o", required=True, help="output directory")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run's output")
     p.add_argument("--benchmark", action="append", default=[], help="extra benchmark set")
@@ -50,5 +59,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sandbox-workers", type=int, default=2)
     p.add_argument("--allow-weak-isolation", action="store_true")
     p.add_argument("--runner", default="DirectRunner", help="Beam runner (default DirectRunner)")
+    p.add_argument(
+        "--expectations",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="run the data-quality checks (tasksieve check) before publishing; "
+        "a failure keeps the run aside unpublished and exits 4 (default off)",
+    )
     p.add_argument("--quiet", "-q", action="store_true")
     add_format_flag(p, "summary on stdout: a table (text) or one JSON object (json)")

@@ -96,6 +96,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
         band=BandConfig(too_hard=args.too_hard, too_easy=args.too_easy),
         runner=args.runner,
         beam_args=tuple(beam_args),
+        expectations=args.expectations,
     )
 
 
@@ -113,7 +114,9 @@ def summary_json(manifest: Manifest, output: Path) -> dict[str, object]:
 
 
 def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
-    """Entry point of ``tasksieve curate``: 0 published, 2 user error, 3 internal error."""
+    """Entry point of ``tasksieve curate``: 0 published, 2 user error, 3 internal error,
+    4 data-quality expectations failed (not published)."""
+    from pipeline.quality_gate import ExpectationsFailed
     from pipeline.run import ConservationError, OutputExists, curate
     from pipeline.summary import render_summary
     from transforms.sources import InputError
@@ -144,6 +147,9 @@ def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     except ConservationError as exc:  # a bug, not a user mistake: say so
         console.print(f"[red]tasksieve curate: internal error:[/red] {exc}", highlight=False)
         return 3
+    except ExpectationsFailed as exc:
+        console.print(f"[red]tasksieve curate: checks failed:[/red] {exc}", highlight=False)
+        return 4
     if args.format == "json":
         print(json.dumps(summary_json(result.manifest, result.output)))
     else:

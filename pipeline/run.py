@@ -31,6 +31,7 @@ from pipeline.build import build
 from pipeline.catalog import CATALOG_FILE, write_catalog
 from pipeline.config import CurateConfig
 from pipeline.report import write_report
+from pipeline.quality_gate import refuse_if_failed, run_checks
 from schemas import Manifest
 from transforms.common import NAMESPACE, SANDBOX_NAMESPACE
 from transforms.samplers import model_id
@@ -266,8 +267,12 @@ def curate(cfg: CurateConfig) -> CurateResult:
         if cfg.dedup.index_path:
             manifest.counts["indexed"] = counts["kept"]
         (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
+        # checks.json first (the report shows it), then the catalog and the report, then the gate
+        checked = run_checks(staging) if cfg.expectations else None
         write_catalog(staging)  # DuckDB views over this run; needs manifest.json
         write_report(staging)
+        if checked is not None:
+            refuse_if_failed(checked, staging, out, run_id)
         publish(staging, out, run_id)
         if cfg.dedup.index_path:  # only a published run feeds the index
             add_to_dedup_index(cfg, out, run_id)

@@ -1,0 +1,52 @@
+"""The registry of rejection reason codes every stage may write into ``rejected/``.
+
+Stages spell their codes where they reject (``reason="gate.reference_failed"``); this module is
+the one list of them, used by the data-quality checks to refuse unknown codes in an output.
+``tests/transforms/test_reasons.py`` scans the stages' source for reason literals and fails when
+one is missing here, so a new code cannot ship without being registered. It does NOT check that
+every registered code is still produced somewhere (a retired code stays valid for old outputs).
+"""
+
+from __future__ import annotations
+
+import re
+
+REASONS: frozenset[str] = frozenset(
+    {
+        "validate.parse_error",
+        "validate.schema",
+        "validate.duplicate_id",
+        "dedup.exact",
+        "dedup.conflict",
+        "dedup.near",
+        "dedup.index",
+        "verifier.unsupported",
+        "gate.too_few_tests",
+        "gate.reference_failed",
+        "gate.reference_flaky",
+        "gate.trivial_passes",
+        "gate.infra_error",
+        "rollouts.no_samples",
+        "verify.infra_error",
+        "filter.too_easy",
+        "filter.too_hard",
+    }
+)
+"""Fixed codes."""
+
+FAMILIES: tuple[str, ...] = ("decontam.",)
+"""Prefixes of codes whose tail names something the run was given (``decontam.<benchmark>``)."""
+
+_TAIL = r"\S+"
+
+
+def reason_regex() -> str:
+    """A regular expression that matches exactly the known codes (whole string)."""
+    fixed = "|".join(re.escape(r) for r in sorted(REASONS))
+    families = "|".join(re.escape(p) + _TAIL for p in FAMILIES)
+    return rf"^(?:{fixed}|{families})$"
+
+
+def is_known(reason: str) -> bool:
+    """Whether ``reason`` is a registered code (or a registered family's code)."""
+    return re.fullmatch(reason_regex(), reason) is not None
