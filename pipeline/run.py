@@ -30,8 +30,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipeline.build import build
 from pipeline.catalog import CATALOG_FILE, write_catalog
 from pipeline.config import CurateConfig
-from pipeline.report import write_report
 from pipeline.quality_gate import refuse_if_failed, run_checks
+from pipeline.report import write_report
 from schemas import Manifest
 from transforms.common import NAMESPACE, SANDBOX_NAMESPACE
 from transforms.samplers import model_id
