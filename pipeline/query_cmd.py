@@ -12,6 +12,8 @@ to stderr and exit 2. Only the standard library is imported here until the comma
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import shutil
 import subprocess
@@ -99,12 +101,29 @@ def _rows(rel: duckdb.DuckDBPyRelation, query: str) -> list[Any]:
     return [] if result is None else result.fetchall()
 
 
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def strict_json(line: str) -> str:
+    """DuckDB's ``to_json`` text with NaN and infinities (not JSON) written as null."""
+    if "NaN" not in line and "Infinity" not in line:
+        return line
+    return json.dumps(_finite(json.loads(line)), ensure_ascii=False, separators=(",", ":"))
+
+
 def emit(rel: duckdb.DuckDBPyRelation, fmt: str, max_rows: int) -> None:
     """Print ``rel`` on stdout as a table (as the duckdb CLI draws it), CSV or JSON Lines."""
     out = sys.stdout
     if fmt == "json":
         for (line,) in _rows(rel, f"SELECT to_json({ROW}) FROM {ROW}"):
-            out.write(line + "\n")
+            out.write(strict_json(line) + "\n")
     elif fmt == "csv":
         with tempfile.TemporaryDirectory(prefix="tasksieve-query-") as tmp:
             path = os.path.join(tmp, "result.csv")

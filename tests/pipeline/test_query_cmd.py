@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from pipeline import query_cmd
@@ -200,3 +201,16 @@ def test_help_lists_every_view_and_macro() -> None:
 
     missing = [name for name in (*VIEWS, *MACROS) if name not in query_cmd._EPILOG]
     assert missing == []
+
+
+@pytest.mark.parametrize(
+    "value", ["'nan'::DOUBLE", "'inf'::DOUBLE", "'-inf'::DOUBLE", "[1.0, 'nan'::DOUBLE]"]
+)
+def test_json_format_writes_non_finite_numbers_as_null(value: str) -> None:
+    from pipeline.query_cmd import strict_json
+
+    sql = f"SELECT to_json(t) FROM (SELECT {value} AS x, 'NaN text' AS s) t"
+    ((line,),) = duckdb.connect().execute(sql).fetchall()
+    parsed = json.loads(strict_json(line), parse_constant=lambda c: pytest.fail(c))
+    assert parsed["s"] == "NaN text"
+    assert parsed["x"] in (None, [1.0, None])
