@@ -24,19 +24,7 @@ from pipeline.catalog_types import (
 )
 from schemas import Manifest
 from schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
-
-# The stages of the curate pipeline in the order records pass them (pipeline/build.py), as
-# written in the ``stage`` column of rejected/.
-STAGES: tuple[str, ...] = (
-    "validate",
-    "exact_dedup",
-    "near_dedup",
-    "decontaminate",
-    "gates",
-    "rollouts",
-    "verify",
-    "filter",
-)
+from transforms.reasons import STAGES
 
 SHARDS = {"tasks": TASKS_SCHEMA, "rejected": REJECTED_SCHEMA, "rollouts": ROLLOUTS_SCHEMA}
 GLOBS = {

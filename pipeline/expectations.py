@@ -31,28 +31,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.report_checks import CHECKS_NAME
+from pipeline.report_checks import CheckRow as CheckItem  # one row of checks.json
+
 KINDS = ("tasks", "rejected", "rollouts")
 DOCS_DIR = "gx"
-CHECKS_FILE = "checks.json"
+CHECKS_FILE = CHECKS_NAME
 _SITE = "tasksieve"
 _CONTAINS = "expect_column_distinct_values_to_contain_set"
 
 
 class NotAnOutput(ValueError):
     """The directory is not a finished tasksieve curate output."""
-
-
-@dataclass(frozen=True)
-class CheckItem:
-    """One expectation's outcome on one batch (a row of ``checks.json``)."""
-
-    suite: str
-    expectation: str
-    column: str | None
-    success: bool
-    unexpected_count: int | None
-    element_count: int | None
-    detail: str
 
 
 @dataclass(frozen=True)

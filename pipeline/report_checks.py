@@ -21,7 +21,7 @@ DETAIL_CHARS = 300
 
 @dataclass(frozen=True)
 class CheckRow:
-    """One expectation's result, as read."""
+    """One expectation's outcome on one batch: a row of ``checks.json`` (written and read)."""
 
     suite: str
     expectation: str

@@ -23,20 +23,9 @@ import pyarrow.parquet as pq
 
 from pipeline.report_checks import Checks, load_checks
 from schemas import Manifest
+from transforms.reasons import STAGES
 from transforms.stats import histogram_bin
 
-# Stages in pipeline order (pipeline/build.py); a reason's stage comes from the rejected rows,
-# else from its prefix here.
-STAGES = (
-    "validate",
-    "exact_dedup",
-    "near_dedup",
-    "decontaminate",
-    "gates",
-    "rollouts",
-    "verify",
-    "filter",
-)
 _PREFIX_STAGE = {
     "validate": "validate",
     "dedup.exact": "exact_dedup",

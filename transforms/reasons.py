@@ -11,6 +11,18 @@ from __future__ import annotations
 
 import re
 
+STAGES: tuple[str, ...] = (
+    "validate",
+    "exact_dedup",
+    "near_dedup",
+    "decontaminate",
+    "gates",
+    "rollouts",
+    "verify",
+    "filter",
+)
+"""The stages in the order records pass them (pipeline/build.py), as ``rejected.stage`` says."""
+
 REASONS: frozenset[str] = frozenset(
     {
         "validate.parse_error",
