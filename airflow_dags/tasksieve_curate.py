@@ -301,6 +301,10 @@ with DAG(
             raise AirflowFailException(
                 f"tasksieve check exited {proc.returncode} but wrote no {checks_path}"
             )
+        # The report was written before the checks existed: rewrite it to show them.
+        report = _cli(cfg["python"], "report", cfg["run_dir"])
+        if report.returncode != 0:
+            log.warning("could not rewrite the report: %s", report.stderr.strip())
         checks = json.loads(checks_path.read_text())
         results: Sequence[dict[str, Any]] = checks.get("results", [])
         failed = [r for r in results if not r.get("success")]

@@ -255,3 +255,12 @@ def test_missing_inputs_fail_the_first_task_at_once(runs: Runs) -> None:
         ).fetchone()
     assert (state, tries) == ("failed", 1)  # a settings error is not retried
     assert (runs.root / "current").resolve() == _run_dir(runs, runs.first)
+
+
+def test_reports_show_the_gate_result(runs: Runs) -> None:
+    """The gate rewrites each run's report once checks.json exists (passed and failed)."""
+    passed = (_run_dir(runs, runs.first) / "report.html").read_text()
+    failed = (_run_dir(runs, runs.second) / "report.html").read_text()
+    assert '<section id="quality">' in passed and "expect_table_row_count_to_equal" in passed
+    assert '<section id="quality">' in failed
+    assert "expect_table_row_count_to_equal" in failed.split('<section id="quality">', 1)[1]
