@@ -291,7 +291,7 @@ def check_output(out_dir: Path) -> CheckResult:
     """Run every suite on ``out_dir``; write ``checks.json`` and the Data Docs into it."""
     from pipeline import expectation_suites as suites
 
-    out_dir = Path(out_dir)
+    out_dir = Path(out_dir).absolute()  # GX wants an absolute Data Docs directory
     manifest = read_manifest(out_dir)
     loaded = {kind: load_kind(out_dir, kind) for kind in KINDS}
     frames = {kind: loaded[kind][1] for kind in KINDS}

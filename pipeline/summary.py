@@ -51,7 +51,7 @@ def render_summary(manifest: Manifest, output: Path, console: Console) -> None:
     console.print(hist)
     console.print(
         f"output: [bold]{output}[/bold]  "
-        "(tasks/, rejected/, rollouts/, manifest.json, catalog.duckdb)",
+        "(tasks/, rejected/, rollouts/, manifest.json, catalog.duckdb, report.html)",
         soft_wrap=True,
     )
     console.print(

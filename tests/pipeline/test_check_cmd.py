@@ -34,6 +34,16 @@ def test_clean_output_exits_0(run: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "all passed" in captured.err
 
 
+def test_relative_output_path_is_checked(
+    run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tasksieve check out`` from the output's parent, as a user types it after make demo."""
+    monkeypatch.chdir(run.parent)
+    assert main(["check", run.name]) == 0
+    assert "all passed" in capsys.readouterr().err
+    assert (run / "gx" / "index.html").is_file()
+
+
 def test_failed_expectation_exits_1_and_is_listed(
     broken: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
