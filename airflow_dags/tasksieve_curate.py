@@ -202,6 +202,8 @@ with DAG(
     @task(task_id="resolve_config", retries=2, execution_timeout=timedelta(minutes=2))
     def resolve_config() -> dict[str, Any]:
         """Params, Variables and defaults merged into the run's settings."""
+        from pipeline.publish import RUNS
+
         ctx = get_current_context()
         params: Mapping[str, Any] = ctx["params"]
         cfg = {name: setting(params, name) for name in DEFAULTS}
@@ -215,7 +217,7 @@ with DAG(
             airflow_run_id=run_id,
             run_name=name,
             root=str(root),
-            run_dir=str(root / "runs" / name),
+            run_dir=str(root / RUNS / name),
             python=_python(),
         )
         log.info("tasksieve settings: %s", json.dumps(cfg, sort_keys=True))

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.catalog_sql import GLOBS, Layout, statements
+from pipeline.publish import CURRENT, RUNS
 
 if TYPE_CHECKING:
     import duckdb
@@ -53,8 +54,8 @@ def layout_of(out_dir: Path) -> Layout:
     """What ``out_dir`` holds: one run, or a root of runs with ``current``."""
     if (out_dir / "manifest.json").is_file():
         prefix, manifests = "", "manifest.json"
-    elif (out_dir / "runs").is_dir() and (out_dir / "current" / "manifest.json").is_file():
-        prefix, manifests = "current/", "runs/*/manifest.json"
+    elif (out_dir / RUNS).is_dir() and (out_dir / CURRENT / "manifest.json").is_file():
+        prefix, manifests = f"{CURRENT}/", f"{RUNS}/*/manifest.json"
     elif not out_dir.is_dir():
         raise CatalogError(f"{out_dir}: no such directory")
     else:

@@ -36,7 +36,6 @@ from pipeline.report_checks import CheckRow as CheckItem  # one row of checks.js
 
 KINDS = ("tasks", "rejected", "rollouts")
 DOCS_DIR = "gx"
-CHECKS_FILE = CHECKS_NAME
 _SITE = "tasksieve"
 _CONTAINS = "expect_column_distinct_values_to_contain_set"
 
@@ -315,7 +314,7 @@ def check_output(out_dir: Path) -> CheckResult:
     result = CheckResult(
         success=all(i.success for i in items),
         results=tuple(items),
-        checks_json=out_dir / CHECKS_FILE,
+        checks_json=out_dir / CHECKS_NAME,
         docs_index=docs / "index.html",
     )
     result.checks_json.write_text(json.dumps(result.as_json(), indent=2) + "\n")

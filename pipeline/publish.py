@@ -23,6 +23,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from pipeline.report_checks import load_checks
+
 CURRENT = "current"
 RUNS = "runs"
 
@@ -40,15 +42,6 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
     return data
 
 
-def read_checks(run_dir: Path) -> dict[str, Any] | None:
-    """The run's checks.json (written by ``tasksieve check``), or None when it has none."""
-    path = run_dir / "checks.json"
-    if not path.is_file():
-        return None
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
-
-
 def point_current(root: Path, run_dir: Path, *, require_checks: bool) -> Path:
     """Make ``root/current`` point at ``run_dir`` (which must lie in ``root/runs``).
 
@@ -61,10 +54,12 @@ def point_current(root: Path, run_dir: Path, *, require_checks: bool) -> Path:
         raise NotPublishable(f"{run_dir} is not a run directory under {root / RUNS}")
     read_manifest(run_dir)
     if require_checks:
-        checks = read_checks(run_dir)
+        checks = load_checks(run_dir)
         if checks is None:
             raise NotPublishable(f"{run_dir}: no checks.json; run `tasksieve check` first")
-        if checks.get("success") is not True:
+        if checks.error:
+            raise NotPublishable(f"{run_dir}: {checks.error}")
+        if checks.success is not True:
             raise NotPublishable(f"{run_dir}: checks.json says the data-quality checks failed")
     current = root / CURRENT
     if current.exists() and not current.is_symlink():

@@ -21,13 +21,13 @@ from typing import Any, TypeVar
 import pytest
 
 from schemas import PolicyCheck, TaskRecord
+from tests.verifiers.test_config import NoSandbox
 from transforms.gates import GatesConfig, run_gates
 from transforms.items import Item
 from verifiers.families.config import policies
 from verifiers.families.config.regex import RegexRejected, compile_task_regex, search
 from verifiers.families.config.verifier import ConfigLimits, ConfigVerifier
 from verifiers.families.config.workers import WorkerFailed, WorkerPool, WorkerTimeout
-from verifiers.sandbox.base import Execution, Limits, Sandbox
 
 T = TypeVar("T")
 SAFETY_S = 240  # generous: a call that has not returned by then is hung
@@ -50,22 +50,6 @@ def returns_within(fn: Callable[..., T], *args: Any) -> T:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-
-
-class NoSandbox(Sandbox):
-    """A sandbox that must never be used: the config verifier judges data in its own workers."""
-
-    name = "none"
-
-    def run(
-        self,
-        files: dict[str, bytes | str],
-        command: list[str],
-        limits: Limits,
-        stdin: bytes = b"",
-        collect: tuple[str, ...] = (),
-    ) -> Execution:
-        raise AssertionError("the config verifier must not run anything in a sandbox")
 
 
 @pytest.fixture(scope="module")
