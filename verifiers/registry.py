@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from verifiers.families.base import UnsupportedFamily, Verifier
+from verifiers.families.probes import Differ
 from verifiers.sandbox.base import Sandbox
 
 SANDBOXES: tuple[str, ...] = ("process", "docker")
@@ -71,3 +72,29 @@ class VerifierCache:
             for verifier in self._verifiers.values():
                 verifier.close()
             self._verifiers.clear()
+
+
+def get_differ(family: str) -> Differ:
+    """The family's mutants, probes and observations (see ``verifiers.families.probes``).
+
+    Each family keeps its differ in ``verifiers/families/<family>/differ.py``.
+    """
+    if family == "code":
+        from verifiers.families.python.differ import PythonDiffer
+
+        return PythonDiffer()
+    if family == "sql":
+        from verifiers.families.sql.differ import SqlDiffer
+
+        return SqlDiffer()
+    if family == "config":
+        from verifiers.families.config.differ import ConfigDiffer
+
+        return ConfigDiffer()
+    if family == "api":
+        from verifiers.families.api.differ import ApiDiffer
+
+        return ApiDiffer()
+    raise UnsupportedFamily(
+        f"no differ for family {family!r} (supported: {', '.join(FAMILIES_SUPPORTED)})"
+    )
