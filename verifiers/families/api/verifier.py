@@ -60,6 +60,7 @@ class ApiOutcome:
     verdict: Verdict
     calls: list[dict[str, Any]] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
+    candidate: dict[str, Any] = field(default_factory=dict)  # exit_code, timed_out, stderr_tail
 
 
 def site_paths(sandbox: Sandbox) -> list[str]:
@@ -198,7 +199,7 @@ def judge(spec: ApiSpec, result: dict[str, Any]) -> ApiOutcome:
         limit_hit=limit_hit,
         trace=call_trace(calls),
     )
-    return ApiOutcome(verdict, calls, state)
+    return ApiOutcome(verdict, calls, state, cand)
 
 
 def compare(spec: ApiSpec, state: dict[str, Any]) -> list[CheckResult]:
