@@ -26,7 +26,7 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     clean = near["ok"] | "Decontaminate" >> Decontaminate(cfg.decontam, run_id)
     gated = clean["ok"] | "Gates" >> Gates(cfg.gates, cfg.sandbox, run_id)
     sampled = gated["ok"] | "Rollouts" >> Rollouts(cfg.sampler)
-    verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id)
+    verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id, cfg.band, cfg.gates.retry)
     kept = verified["ok"] | "Filter" >> Filter(cfg.band, run_id, fp)
     rejected = (
         valid[REJECTED],

@@ -53,7 +53,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--too-hard", type=float, default=0.0, help="reject pass rate <= this")
     p.add_argument("--too-easy", type=float, default=1.0, help="reject pass rate >= this")
     add_dedup_flags(p)
-    p.add_argument("--reference-runs", type=int, default=2)
+    p.add_argument(
+        "--reference-runs",
+        type=int,
+        default=3,
+        help="runs of the reference; runs that disagree reject as gate.reference_flaky",
+    )
     p.add_argument("--min-tests", type=int, default=3, help="minimum tests for code tasks")
     p.add_argument("--sandbox", default="process", help="sandbox backend (default: process)")
     p.add_argument("--sandbox-workers", type=int, default=2)

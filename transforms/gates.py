@@ -1,29 +1,40 @@
-"""Gates: a task must have a verifier, enough tests, a passing reference and failing trivia."""
+"""Gates: a task must have a verifier, enough tests, a passing reference and failing trivia.
+
+The reference runs ``reference_runs`` times (default 3); runs that disagree (some pass, some
+do not) reject the task as ``gate.reference_flaky``, with every run's status in the detail.
+Each run (and each trivial solution) that hits ``infra_error`` is retried under
+``GatesConfig.retry`` (``verifiers.retry``): a broken environment is not flakiness. One that
+still fails after its retries rejects the task as ``gate.infra_error`` with the errors met.
+Counters: ``gates.retries``, ``gates.retry_recovered``, ``gates.retry_exhausted``.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import apache_beam as beam
 
-from schemas import CodeSpec, GateResult
+from schemas import CodeSpec, GateResult, TaskRecord
 from transforms.common import REJECTED, count, count_sandbox, rejected
 from transforms.items import Item, rejection
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily, Verifier
 from verifiers.registry import VerifierCache
+from verifiers.retry import RetryOutcome, RetryPolicy, verify_with_retry
 
 log = logging.getLogger("tasksieve.gates")
 
 
 @dataclass(frozen=True)
 class GatesConfig:
-    """Reference runs (flakiness check) and the minimum number of tests for code tasks."""
+    """Reference runs (flakiness check), the minimum number of tests for code tasks, and the
+    retry policy for verifications that hit infra errors."""
 
-    reference_runs: int = 2
+    reference_runs: int = 3
     min_code_tests: int = 3
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def __post_init__(self) -> None:
         if self.reference_runs < 1:
@@ -43,28 +54,31 @@ def run_gates(item: Item, verifier: Verifier, cfg: GatesConfig) -> tuple[list[Ga
         results.append(GateResult(gate="enough_tests", passed=ok, detail=f"{n_tests} tests"))
         if not ok:
             return results, "gate.too_few_tests"
-    outcomes = [verifier.verify(task, task.reference_solution) for _ in range(cfg.reference_runs)]
+    ref = task.reference_solution
+    runs = [_verify(verifier, task, ref, cfg) for _ in range(cfg.reference_runs)]
+    outcomes = [r.verdict for r in runs]
     passes = sum(v.passed for v in outcomes)
-    infra = [v for v in outcomes if v.status == "infra_error"]
-    detail = "; ".join(sorted({f"{v.status}: {v.detail}"[:300] for v in outcomes if not v.passed}))
+    exhausted = [r for r in runs if r.exhausted]
     results.append(
         GateResult(
             gate="reference_passes",
             passed=passes == len(outcomes),
-            detail=f"{passes}/{len(outcomes)} runs passed" + (f"; {detail}" if detail else ""),
+            detail=_runs_detail(runs),
             duration_s=max(v.duration_s for v in outcomes),
         )
     )
-    if infra:
+    if exhausted:
         return results, "gate.infra_error"
     if passes == 0:
         return results, "gate.reference_failed"
     if passes < len(outcomes):
         return results, "gate.reference_flaky"
     for trivial in verifier.trivial_solutions(task):
-        v = verifier.verify(task, trivial)
-        if v.status == "infra_error":
-            results.append(GateResult(gate="trivial_fails", passed=False, detail=v.detail[:300]))
+        out = _verify(verifier, task, trivial, cfg)
+        v = out.verdict
+        if out.exhausted:
+            why = f"infra error after {out.attempts} attempts: {v.detail}"
+            results.append(GateResult(gate="trivial_fails", passed=False, detail=why[:300]))
             return results, "gate.infra_error"
         if v.passed:
             shown = trivial.strip().splitlines()[0] if trivial.strip() else "<empty>"
@@ -72,6 +86,42 @@ def run_gates(item: Item, verifier: Verifier, cfg: GatesConfig) -> tuple[list[Ga
             return results, "gate.trivial_passes"
     results.append(GateResult(gate="trivial_fails", passed=True))
     return results, ""
+
+
+def _verify(verifier: Verifier, task: TaskRecord, solution: str, cfg: GatesConfig) -> RetryOutcome:
+    out = verify_with_retry(lambda: verifier.verify(task, solution), cfg.retry)
+    count_retry("gates", out)
+    return out
+
+
+def count_retry(stage: str, out: RetryOutcome) -> None:
+    """Count one verification's retries: ``<stage>.retries``, ``.retry_recovered``,
+    ``.retry_exhausted``."""
+    if out.retries:
+        count(f"{stage}.retries", out.retries)
+    if out.recovered:
+        count(f"{stage}.retry_recovered")
+    if out.exhausted:
+        count(f"{stage}.retry_exhausted")
+
+
+def _runs_detail(runs: list[RetryOutcome]) -> str:
+    """``2/3 runs passed (pass, fail, pass)``, then each distinct failure and the infra errors
+    that retries met."""
+    verdicts = [r.verdict for r in runs]
+    passes = sum(v.passed for v in verdicts)
+    shown = []
+    for r in runs:
+        status = r.verdict.status
+        shown.append(f"{status} after {r.retries} retries" if r.retries else status)
+    text = f"{passes}/{len(runs)} runs passed ({', '.join(shown)})"
+    failures = sorted({f"{v.status}: {v.detail}"[:300] for v in verdicts if not v.passed})
+    if failures:
+        text += "; " + "; ".join(failures)
+    met = [e for r in runs for e in r.errors]
+    if met and any(not r.exhausted for r in runs if r.errors):
+        text += f"; {len(met)} infra errors retried, e.g. {met[0][:150]}"
+    return text
 
 
 class GatesFn(beam.DoFn):

@@ -6,6 +6,12 @@ its kept or filtered row) records n and the K asked, and the counters
 ``rollouts.short_samples`` (tasks with 0 < n < K) and ``rollouts.samples_missing`` (K - n
 summed over all tasks) make the shortfall visible. A task with no completion at all is
 rejected as ``rollouts.no_samples``.
+
+A verification that hits ``infra_error`` is retried (``verifiers.retry``; counters
+``verify.retries``, ``verify.retry_recovered``, ``verify.retry_exhausted``). A sample still
+failing after its retries is left out of n (``verify.samples_left_out``; its rollout row keeps
+the infra verdict) and the task is scored on the rest, unless those cannot settle its band
+(``transforms.settle``): then it is rejected as ``verify.infra_error`` with the evidence.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
 from schemas import CodeSpec, Rollout, Verdict
 from transforms.common import REJECTED, count, count_sandbox, rejected
+from transforms.gates import count_retry
 from transforms.items import Item, Scored, rejection
 from transforms.samplers import (
     SamplerConfig,
@@ -28,8 +35,11 @@ from transforms.samplers import (
     extract_solution,
     make_model_handler,
 )
+from transforms.settle import band_settled
+from transforms.stats import BandConfig
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily
 from verifiers.registry import VerifierCache
+from verifiers.retry import RetryPolicy, verify_with_retry
 
 log = logging.getLogger("tasksieve.rollouts")
 ROLLOUTS = "rollouts"
@@ -100,9 +110,17 @@ def count_shortfall(samples: Samples) -> None:
 class VerifyFn(beam.DoFn):
     """Verify every sample of a task in the sandbox; emit rollouts and the task's k of n."""
 
-    def __init__(self, sandbox: SandboxConfig, run_id: str) -> None:
+    def __init__(
+        self,
+        sandbox: SandboxConfig,
+        run_id: str,
+        band: BandConfig | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self.sandbox_cfg = sandbox
         self.run_id = run_id
+        self.band = band or BandConfig()
+        self.retry = retry or RetryPolicy()
         self.sandbox: Sandbox | None = None
         self.verifiers: VerifierCache | None = None
         self.pool: ThreadPoolExecutor | None = None
@@ -159,7 +177,14 @@ class VerifyFn(beam.DoFn):
             verifier.calibrate(task, item.reference_s)
         entry = sample_request(item).entry_point
         solutions = [extract_solution(c, task.family, entry) for c in samples.completions]
-        verdicts: list[Verdict] = list(self.pool.map(lambda s: verifier.verify(task, s), solutions))
+        tries = list(
+            self.pool.map(
+                lambda s: verify_with_retry(lambda: verifier.verify(task, s), self.retry), solutions
+            )
+        )
+        verdicts: list[Verdict] = [t.verdict for t in tries]
+        for t in tries:
+            count_retry("verify", t)
         infra = [v for v in verdicts if v.status == "infra_error"]
         for i, (comp, sol, verdict) in enumerate(
             zip(samples.completions, solutions, verdicts, strict=True)
@@ -177,33 +202,48 @@ class VerifyFn(beam.DoFn):
                 run_id=self.run_id,
             )
             yield beam.pvalue.TaggedOutput(ROLLOUTS, row.model_dump())
+        scored = [v for v in verdicts if v.status != "infra_error"]
+        k = sum(v.passed for v in scored)
+        settled, why = band_settled(k, len(scored), len(infra), self.band)
         if infra:
+            count("verify.samples_left_out", len(infra))
+            log.warning("%s: %d samples lost to infra errors; %s", task.id, len(infra), why)
+        if not settled:
             yield rejected(
                 rejection(
                     stage="verify",
                     reason="verify.infra_error",
-                    detail=f"{len(infra)} of {len(verdicts)} samples hit an infra error: "
-                    f"{infra[0].detail}",
+                    detail=f"{len(infra)} of {len(verdicts)} samples hit an infra error after "
+                    f"{self.retry.attempts} attempts ({infra[0].detail[:300]}); {why}",
                     run_id=self.run_id,
                     item=item,
+                    n=len(scored),
+                    k=k,
+                    n_requested=samples.requested,
                 )
             )
             return
-        k = sum(v.passed for v in verdicts)
-        log.info("verified %s: %d/%d samples pass", task.id, k, len(verdicts))
-        yield Scored(item, len(verdicts), k, samples.model_id, samples.requested)
+        log.info("verified %s: %d/%d samples pass", task.id, k, len(scored))
+        yield Scored(item, len(scored), k, samples.model_id, samples.requested)
 
 
 class Verify(beam.PTransform):
     """Execute every sample; main output Scored tasks, plus ``rollouts`` and ``rejected``."""
 
-    def __init__(self, sandbox: SandboxConfig, run_id: str) -> None:
+    def __init__(
+        self,
+        sandbox: SandboxConfig,
+        run_id: str,
+        band: BandConfig | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         super().__init__()
         self.sandbox = sandbox
         self.run_id = run_id
+        self.band = band
+        self.retry = retry
 
     def expand(self, pairs: beam.PCollection) -> dict[str, beam.PCollection]:
-        out = pairs | "Run" >> beam.ParDo(VerifyFn(self.sandbox, self.run_id)).with_outputs(
-            ROLLOUTS, REJECTED, main="ok"
-        )
+        fn = VerifyFn(self.sandbox, self.run_id, self.band, self.retry)
+        out = pairs | "Run" >> beam.ParDo(fn).with_outputs(ROLLOUTS, REJECTED, main="ok")
         return {"ok": out.ok, ROLLOUTS: out[ROLLOUTS], REJECTED: out[REJECTED]}
