@@ -191,7 +191,9 @@ class VerifyFn(beam.DoFn):
             return
         k = sum(v.passed for v in verdicts)
         log.info("verified %s: %d/%d samples pass", task.id, k, len(verdicts))
-        yield Scored(item, len(verdicts), k, samples.model_id, samples.requested)
+        pairs = enumerate(zip(solutions, verdicts, strict=True))
+        passing = [(i, sol) for i, (sol, v) in pairs if v.passed]
+        yield Scored(item, len(verdicts), k, samples.model_id, samples.requested, passing)
 
 
 class Verify(beam.PTransform):

@@ -84,6 +84,7 @@ class Survivor:
     probe: str
     reference_output: str
     mutant_output: str
+    solution: str = ""  # the whole mutant (not stored in columns; the diff is)
 
     def describe(self) -> str:
         """One paragraph of evidence: the change, the input and both outputs."""
@@ -204,6 +205,7 @@ def measure_strength(
                     probe=_short(probes[j].label, 200),
                     reference_output=_show(seen[0][j]),
                     mutant_output=_show(seen[i][j]),
+                    solution=m.solution,
                 )
             )
     decided = killed + len(survivors)
