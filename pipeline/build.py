@@ -10,6 +10,7 @@ from transforms.decontaminate import Decontaminate
 from transforms.dedup import ExactDedup, NearDedup
 from transforms.gates import Gates
 from transforms.ingest import Ingest
+from transforms.reliability import Ambiguity, TestStrength
 from transforms.rollouts import ROLLOUTS, Rollouts, Verify
 from transforms.score import Filter
 from transforms.validate import Validate
@@ -25,16 +26,26 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     near = exact["ok"] | "NearDedup" >> NearDedup(cfg.dedup, run_id)
     clean = near["ok"] | "Decontaminate" >> Decontaminate(cfg.decontam, run_id)
     gated = clean["ok"] | "Gates" >> Gates(cfg.gates, cfg.sandbox, run_id)
-    sampled = gated["ok"] | "Rollouts" >> Rollouts(cfg.sampler)
+    strong, strength_rejected = gated["ok"], []
+    if cfg.strength.enabled:
+        measured = strong | "TestStrength" >> TestStrength(cfg.strength, cfg.sandbox, run_id)
+        strong, strength_rejected = measured["ok"], [measured[REJECTED]]
+    sampled = strong | "Rollouts" >> Rollouts(cfg.sampler)
     verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id, cfg.band, cfg.gates.retry)
-    kept = verified["ok"] | "Filter" >> Filter(cfg.band, run_id, fp)
+    scored, ambiguity_rejected = verified["ok"], []
+    if cfg.ambiguity.enabled:
+        compared = scored | "Ambiguity" >> Ambiguity(cfg.ambiguity, cfg.sandbox, run_id)
+        scored, ambiguity_rejected = compared["ok"], [compared[REJECTED]]
+    kept = scored | "Filter" >> Filter(cfg.band, run_id, fp)
     rejected = (
         valid[REJECTED],
         exact[REJECTED],
         near[REJECTED],
         clean[REJECTED],
         gated[REJECTED],
+        *strength_rejected,
         verified[REJECTED],
+        *ambiguity_rejected,
         kept[REJECTED],
     ) | "AllRejected" >> beam.Flatten()
     _ = {

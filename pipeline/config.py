@@ -14,6 +14,7 @@ from transforms.gates import GatesConfig
 from transforms.samplers import SamplerConfig
 from transforms.stats import BandConfig
 from verifiers import SandboxConfig
+from verifiers.reliability import AmbiguityConfig, StrengthConfig
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class CurateConfig:
     dedup: DedupConfig = field(default_factory=DedupConfig)
     decontam: DecontamConfig = field(default_factory=DecontamConfig)
     gates: GatesConfig = field(default_factory=GatesConfig)
+    strength: StrengthConfig = field(default_factory=StrengthConfig)
+    ambiguity: AmbiguityConfig = field(default_factory=AmbiguityConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     band: BandConfig = field(default_factory=BandConfig)

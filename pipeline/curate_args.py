@@ -9,6 +9,7 @@ import argparse
 
 from pipeline.decontam_cmd import add_decontam_flags
 from pipeline.flags import add_dedup_flags, add_format_flag
+from pipeline.reliability_flags import add_reliability_flags
 
 EPILOG = """\
 Arguments curate does not know are passed to Beam as pipeline options.
@@ -60,6 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="runs of the reference; runs that disagree reject as gate.reference_flaky",
     )
     p.add_argument("--min-tests", type=int, default=3, help="minimum tests for code tasks")
+    add_reliability_flags(p)
     p.add_argument("--sandbox", default="process", help="sandbox backend (default: process)")
     p.add_argument("--sandbox-workers", type=int, default=2)
     p.add_argument("--allow-weak-isolation", action="store_true")

@@ -17,6 +17,7 @@ from rich.logging import RichHandler
 
 from pipeline.config import CurateConfig
 from pipeline.flags import dedup_config
+from pipeline.reliability_flags import ambiguity_config, strength_config
 from schemas import Manifest
 from transforms.decontaminate import DecontamConfig
 from transforms.gates import GatesConfig
@@ -79,6 +80,8 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
             canonical_identifiers=not args.no_canonical_ids,
         ),
         gates=GatesConfig(reference_runs=args.reference_runs, min_code_tests=args.min_tests),
+        strength=strength_config(args, args.sandbox_workers),
+        ambiguity=ambiguity_config(args),
         sandbox=SandboxConfig(
             backend=args.sandbox,
             allow_weak_isolation=args.allow_weak_isolation,

@@ -34,9 +34,11 @@ _PREFIX_STAGE = {
     "dedup.index": "near_dedup",
     "decontam": "decontaminate",
     "verifier": "gates",
+    "gate.weak_tests": "test_strength",
     "gate": "gates",
     "rollouts": "rollouts",
     "verify": "verify",
+    "filter.ambiguous": "ambiguity",
     "filter": "filter",
 }
 HIST_LABELS = ("0", "(0.0,0.2]", "(0.2,0.4]", "(0.4,0.6]", "(0.6,0.8]", "(0.8,1.0]", "1")

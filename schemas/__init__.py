@@ -1,6 +1,7 @@
 """Record definitions shared by every part of tasksieve (one definition each)."""
 
 from schemas.records import (
+    AmbiguityCheck,
     CheckResult,
     CuratedTask,
     Finding,
@@ -9,6 +10,8 @@ from schemas.records import (
     Manifest,
     RejectedRecord,
     Rollout,
+    StrengthCheck,
+    SurvivingMutant,
     Verdict,
     VerdictStatus,
 )
@@ -29,6 +32,7 @@ from schemas.task import (
 __all__ = [
     "FAMILIES",
     "SCHEMA_VERSION",
+    "AmbiguityCheck",
     "ApiSpec",
     "CheckResult",
     "CodeSpec",
@@ -45,6 +49,8 @@ __all__ = [
     "SourceInfo",
     "SqlCompare",
     "SqlSpec",
+    "StrengthCheck",
+    "SurvivingMutant",
     "TaskRecord",
     "Verdict",
     "VerdictStatus",

@@ -89,6 +89,49 @@ class Finding(_Rec):
     score: float = 0.0
 
 
+class SurvivingMutant(_Rec):
+    """A change to the reference the task's tests let through, with an input that shows it."""
+
+    operator: str = Field(description="Mutation operator, e.g. py.compare_boundary.")
+    where: str = Field(description="Where it applied, e.g. 'line 4: < to <='.")
+    diff: str = Field(description="Unified diff from the reference to the mutant (shortened).")
+    probe: str = Field(description="An input the tests do not contain, e.g. f([1, 2], 0).")
+    reference_output: str
+    mutant_output: str
+
+
+class StrengthCheck(_Rec):
+    """Test strength by mutation: mutants made, killed by the tests, surviving, equivalent.
+
+    ``score`` = killed / (killed + survived); null when no mutant was decided either way.
+    ``undecided``: mutants whose verification hit an infra error twice (in no count above).
+    """
+
+    made: int
+    killed: int
+    survived: int
+    equivalent: int
+    undecided: int = 0
+    score: float | None = None
+    probes: int = Field(default=0, description="Extra inputs tried on the surviving mutants.")
+    duration_s: float = 0.0
+    survivors: list[SurvivingMutant] = Field(default_factory=list)
+
+
+class AmbiguityCheck(_Rec):
+    """Differential testing of the passing samples against the reference on extra inputs.
+
+    ``probes_valid``: inputs on which the reference did not fail; ``probes_agreed``: valid
+    inputs on which every passing sample gave the reference's answer.
+    """
+
+    probes_tried: int
+    probes_valid: int
+    probes_agreed: int
+    solutions: int = Field(description="Passing samples compared (the reference's twins too).")
+    duration_s: float = 0.0
+
+
 class Lineage(_Rec):
     source_file: str
     source_line: int
@@ -131,6 +174,12 @@ class CuratedTask(_Rec):
     difficulty: Difficulty
     gates: list[GateResult] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
+    test_strength: StrengthCheck | None = Field(
+        default=None, description="Mutation testing of the task's tests (null: not measured)."
+    )
+    ambiguity: AmbiguityCheck | None = Field(
+        default=None, description="Differential testing of passing samples (null: not run)."
+    )
     lineage: Lineage
     schema_version: str = SCHEMA_VERSION
 

@@ -69,6 +69,13 @@ class CodeSpec(_Strict):
         "tests use comes from trusted code (the prompt, reference_solution, setup_code), never "
         "from the candidate.",
     )
+    probe_inputs: list[str] = Field(
+        default_factory=list,
+        description="Optional extra inputs for the reliability checks (test strength and "
+        "ambiguity), never used to judge a solution: in the function styles, a call's "
+        'arguments as Python literal text (e.g. "[3, 1, 2], k=2"); in style io, a whole '
+        "stdin text.",
+    )
     timeout_s: float = Field(default=10.0, gt=0, le=600)
     memory_mb: JsonInt = Field(default=512, ge=16, le=65536)
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas import Finding, GateResult, RejectedRecord, TaskRecord
+from schemas import AmbiguityCheck, Finding, GateResult, RejectedRecord, StrengthCheck, TaskRecord
 
 
 @dataclass
@@ -22,6 +22,7 @@ class Item:
     findings: list[Finding] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
     reference_s: float | None = None  # the reference's measured runtime (set by the gates)
+    strength: StrengthCheck | None = None  # test strength (set by the TestStrength stage)
 
     @property
     def id(self) -> str:
@@ -42,6 +43,9 @@ class Scored:
     k: int
     model_id: str
     requested: int
+    passing: list[tuple[int, str]] = field(default_factory=list)
+    """The passing samples as (sample_index, solution), for the Ambiguity stage."""
+    ambiguity: AmbiguityCheck | None = None  # set by the Ambiguity stage
 
     @property
     def short(self) -> bool:

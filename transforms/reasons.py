@@ -17,8 +17,10 @@ STAGES: tuple[str, ...] = (
     "near_dedup",
     "decontaminate",
     "gates",
+    "test_strength",
     "rollouts",
     "verify",
+    "ambiguity",
     "filter",
 )
 """The stages in the order records pass them (pipeline/build.py), as ``rejected.stage`` says."""
@@ -38,10 +40,12 @@ REASONS: frozenset[str] = frozenset(
         "gate.reference_flaky",
         "gate.trivial_passes",
         "gate.infra_error",
+        "gate.weak_tests",
         "rollouts.no_samples",
         "verify.infra_error",
         "filter.too_easy",
         "filter.too_hard",
+        "filter.ambiguous",
     }
 )
 """Fixed codes."""

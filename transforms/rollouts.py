@@ -224,7 +224,9 @@ class VerifyFn(beam.DoFn):
             )
             return
         log.info("verified %s: %d/%d samples pass", task.id, k, len(scored))
-        yield Scored(item, len(scored), k, samples.model_id, samples.requested)
+        pairs = enumerate(zip(solutions, verdicts, strict=True))
+        passing = [(i, sol) for i, (sol, v) in pairs if v.passed]
+        yield Scored(item, len(scored), k, samples.model_id, samples.requested, passing)
 
 
 class Verify(beam.PTransform):

@@ -45,6 +45,8 @@ def curated_row(s: Scored, run_id: str, fingerprint: str, difficulty: Difficulty
         difficulty=difficulty,
         gates=s.item.gates,
         findings=s.item.findings,
+        test_strength=s.item.strength,
+        ambiguity=s.ambiguity,
         lineage=Lineage(
             source_file=s.item.source_file,
             source_line=s.item.source_line,

@@ -80,10 +80,25 @@ class Observation:
     ok: bool
     value: str
 
+    @property
+    def observed(self) -> bool:
+        """False for ``Observation.not_run()``: the probe was skipped for this solution (e.g.
+        after it kept hitting time limits), which says nothing about its answer."""
+        return self.ok or self.value != NOT_RUN
+
+    @staticmethod
+    def not_run() -> Observation:
+        """A probe left unobserved; the detectors ignore it (neither agreement nor not)."""
+        return Observation(False, NOT_RUN)
+
     @staticmethod
     def of(output: Any) -> Observation:
         """A successful observation of a JSON-serialisable output (keys sorted)."""
         return Observation(True, json.dumps(output, sort_keys=True, default=repr))
+
+
+NOT_RUN = "not_run"
+"""The value of an observation whose probe was not run (see ``Observation.observed``)."""
 
 
 class ProbeInfraError(RuntimeError):

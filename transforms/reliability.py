@@ -1,0 +1,245 @@
+"""TestStrength and Ambiguity: thin Beam wrappers over ``verifiers.reliability``.
+
+- ``TestStrength`` (after Gates): mutation testing of each task's own tests; a task whose
+  mutation score is below ``StrengthConfig.min_score`` is rejected as ``gate.weak_tests`` with
+  the surviving mutants (diff, input, both outputs) in the detail; kept tasks carry the
+  counts (``Item.strength``, the ``test_strength`` column).
+- ``Ambiguity`` (between Verify and Filter): the passing samples and the reference on extra
+  inputs; ambiguous tasks are rejected as ``filter.ambiguous`` with the inputs, the differing
+  outputs and the samples; kept tasks carry the counts (the ``ambiguity`` column).
+
+A family without a differ (``get_differ`` raises) passes through unmeasured (column null,
+counter ``<stage>.unsupported``). An infra error that leaves the whole measurement undecided
+rejects the task with the stage's infra reason rather than keeping or condemning it blind.
+Counters: ``strength.tasks``, ``strength.mutants``, ``strength.killed``, ``strength.survived``,
+``strength.equivalent``, ``strength.undecided``, ``strength.ms`` (wall milliseconds);
+``ambiguity.tasks``, ``ambiguity.probes``, ``ambiguity.disagreements``, ``ambiguity.ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import apache_beam as beam
+
+from schemas import AmbiguityCheck, StrengthCheck, SurvivingMutant
+from transforms.common import REJECTED, count, rejected
+from transforms.items import Item, Scored, rejection
+from verifiers import Sandbox, SandboxConfig, UnsupportedFamily
+from verifiers.families.probes import Differ
+from verifiers.registry import VerifierCache, get_differ
+from verifiers.reliability import (
+    AmbiguityConfig,
+    AmbiguityReport,
+    StrengthConfig,
+    StrengthReport,
+    ambiguity_evidence,
+    measure_ambiguity,
+    measure_strength,
+    strength_evidence,
+)
+
+log = logging.getLogger("tasksieve.reliability")
+
+
+def strength_check(report: StrengthReport) -> StrengthCheck:
+    """The kept-task column for a strength report."""
+    return StrengthCheck(
+        made=report.made,
+        killed=report.killed,
+        survived=report.survived,
+        equivalent=report.equivalent,
+        undecided=report.infra_errors,
+        score=report.score,
+        probes=report.probes,
+        duration_s=round(report.duration_s, 4),
+        survivors=[
+            SurvivingMutant(
+                operator=s.operator,
+                where=s.where,
+                diff=s.diff,
+                probe=s.probe,
+                reference_output=s.reference_output,
+                mutant_output=s.mutant_output,
+            )
+            for s in report.survivors
+        ],
+    )
+
+
+def ambiguity_check(report: AmbiguityReport) -> AmbiguityCheck:
+    """The kept-task column for an ambiguity report."""
+    return AmbiguityCheck(
+        probes_tried=report.tried,
+        probes_valid=report.valid,
+        probes_agreed=report.agreed,
+        solutions=report.solutions,
+        duration_s=round(report.duration_s, 4),
+    )
+
+
+def _differ(family: str) -> Differ | None:
+    try:
+        return get_differ(family)
+    except (UnsupportedFamily, ImportError):
+        return None
+
+
+class _SandboxFn(beam.DoFn):
+    """A DoFn holding one sandbox (and its verifiers) per worker."""
+
+    def __init__(self, sandbox: SandboxConfig, run_id: str) -> None:
+        self.sandbox_cfg = sandbox
+        self.run_id = run_id
+        self.sandbox: Sandbox | None = None
+        self.verifiers: VerifierCache | None = None
+
+    def setup(self) -> None:
+        self.sandbox = self.sandbox_cfg.make()
+        self.verifiers = VerifierCache(self.sandbox)
+
+    def teardown(self) -> None:
+        if self.verifiers is not None:
+            self.verifiers.close()
+        if self.sandbox is not None:
+            self.sandbox.close()
+
+
+class TestStrengthFn(_SandboxFn):
+    """Measure each task's test strength; reject weak tests with the survivors as evidence."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, cfg: StrengthConfig, sandbox: SandboxConfig, run_id: str) -> None:
+        super().__init__(sandbox, run_id)
+        self.cfg = cfg
+
+    def process(self, item: Item) -> Iterator[Any]:
+        assert self.verifiers is not None and self.sandbox is not None
+        differ = _differ(item.task.family)
+        if differ is None:
+            count("strength.unsupported")
+            yield item
+            return
+        verifier = self.verifiers.get(item.task.family)
+        if item.reference_s:
+            verifier.calibrate(item.task, item.reference_s)
+        report = measure_strength(item.task, verifier, differ, self.sandbox, self.cfg)
+        _count_strength(report)
+        log.info("test strength %s: %s", item.id, report.summary())
+        if report.made and report.infra_errors == report.made:
+            yield rejected(
+                rejection(
+                    stage="test_strength",
+                    reason="gate.infra_error",
+                    detail=f"test strength: every mutant hit an infra error; "
+                    f"{report.infra_error or report.summary()}",
+                    run_id=self.run_id,
+                    item=item,
+                )
+            )
+            return
+        if report.weak(self.cfg):
+            yield rejected(
+                rejection(
+                    stage="test_strength",
+                    reason="gate.weak_tests",
+                    detail=strength_evidence(report, self.cfg),
+                    run_id=self.run_id,
+                    item=item,
+                )
+            )
+            return
+        yield replace(item, strength=strength_check(report))
+
+
+def _count_strength(report: StrengthReport) -> None:
+    count("strength.tasks")
+    count("strength.mutants", report.made)
+    count("strength.killed", report.killed)
+    count("strength.survived", report.survived)
+    count("strength.equivalent", report.equivalent)
+    count("strength.undecided", report.infra_errors)
+    count("strength.ms", int(report.duration_s * 1000))
+
+
+class TestStrength(beam.PTransform):
+    """Reject tasks whose tests let mutants of the reference through (``gate.weak_tests``)."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, cfg: StrengthConfig, sandbox: SandboxConfig, run_id: str) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.sandbox = sandbox
+        self.run_id = run_id
+
+    def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
+        out = items | "Measure" >> beam.ParDo(
+            TestStrengthFn(self.cfg, self.sandbox, self.run_id)
+        ).with_outputs(REJECTED, main="ok")
+        return {"ok": out.ok, REJECTED: out[REJECTED]}
+
+
+class AmbiguityFn(_SandboxFn):
+    """Compare passing samples with the reference on extra inputs; reject ambiguous tasks."""
+
+    def __init__(self, cfg: AmbiguityConfig, sandbox: SandboxConfig, run_id: str) -> None:
+        super().__init__(sandbox, run_id)
+        self.cfg = cfg
+
+    def process(self, s: Scored) -> Iterator[Any]:
+        assert self.sandbox is not None
+        task = s.item.task
+        differ = _differ(task.family)
+        if differ is None:
+            count("ambiguity.unsupported")
+            yield s
+            return
+        report = measure_ambiguity(task, s.passing, differ, self.sandbox, self.cfg)
+        count("ambiguity.tasks")
+        count("ambiguity.probes", report.tried)
+        count("ambiguity.disagreements", len(report.disagreements))
+        count("ambiguity.ms", int(report.duration_s * 1000))
+        log.info("ambiguity %s: %s", task.id, report.summary())
+        if report.infra_error:
+            why = f"ambiguity check: observing the samples failed: {report.infra_error}"
+            yield rejected(self._reject(s, "verify.infra_error", why))
+            return
+        if report.ambiguous(self.cfg):
+            why = ambiguity_evidence(report, self.cfg)
+            yield rejected(self._reject(s, "filter.ambiguous", why))
+            return
+        yield replace(s, ambiguity=ambiguity_check(report))
+
+    def _reject(self, s: Scored, reason: str, detail: str) -> dict[str, Any]:
+        return rejection(
+            stage="ambiguity",
+            reason=reason,
+            detail=detail,
+            run_id=self.run_id,
+            item=s.item,
+            n=s.n,
+            k=s.k,
+            n_requested=s.requested,
+            pass_rate=s.k / s.n,
+        )
+
+
+class Ambiguity(beam.PTransform):
+    """Reject tasks whose passing samples disagree with the reference (``filter.ambiguous``)."""
+
+    def __init__(self, cfg: AmbiguityConfig, sandbox: SandboxConfig, run_id: str) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.sandbox = sandbox
+        self.run_id = run_id
+
+    def expand(self, scored: beam.PCollection) -> dict[str, beam.PCollection]:
+        out = scored | "Compare" >> beam.ParDo(
+            AmbiguityFn(self.cfg, self.sandbox, self.run_id)
+        ).with_outputs(REJECTED, main="ok")
+        return {"ok": out.ok, REJECTED: out[REJECTED]}
