@@ -6,8 +6,9 @@ the task's catalog as the sandboxed worker reports it (``CATALOG_QUERY`` and
 ``CONSTRAINTS_QUERY``, plain SELECTs run in a worker), and appended to the task's setup SQL, so
 they run inside the sandbox like the setup itself:
 
-- ``nulls``: about a third of the rows of every nullable column that is not a key or a foreign
-  key set to NULL (each column its own rows, chosen by ``hash(rowid, salt, column)``);
+- ``nulls``: every third row of every nullable column that is not a key or a foreign key set
+  to NULL (each column its own offset, ``hash(salt, column)``, so a table of three or more
+  rows always gets some);
 - ``duplicates``: about half of the rows of every table without a primary or unique key
   inserted a second time;
 - ``empty``: every table emptied (tables that reference others first);
@@ -97,7 +98,7 @@ def variation_sql(kind: str, tables: list[Table], salt: int, index: int = 0) -> 
         for t in tables:
             for col, nullable in t.columns:
                 if nullable and col not in t.keys | t.fks:
-                    cond = f"hash(rowid, {salt}, {_lit(col)}) % 3 = 0"
+                    cond = f"(rowid + hash({salt}, {_lit(col)})) % 3 = 0"
                     stmts.append(f"UPDATE {_q(t.name)} SET {_q(col)} = NULL WHERE {cond}")
     elif kind == "duplicates":
         for t in tables:

@@ -1,0 +1,247 @@
+"""Precision and recall of the three reliability detectors on the hand-made labelled set.
+
+The set (``tests/data/labelled/``): ``tasks.jsonl`` (tasks in the project's schema),
+``rollouts.jsonl`` (the alternative solutions used as rollouts, in the replay sampler's
+``task_id`` / ``completion`` format) and ``labels.jsonl`` (per task: its planted class,
+``weak_tests`` / ``ambiguous`` / ``flaky`` / ``sound``, and the three booleans). Every task is
+run through the functions the pipeline runs, in the pipeline's order:
+
+1. ``transforms.gates.run_gates`` (``--reference-runs`` runs): the flaky detector fires when
+   the reason is ``gate.reference_flaky``; a task rejected by the gates for any reason goes
+   no further (the other two detectors count it as not flagged).
+2. ``verifiers.reliability.measure_strength`` with the family's differ, the verifier
+   calibrated on the reference's runtime as the TestStrength stage does: weak when
+   ``StrengthReport.weak``.
+3. each rollout verified (``extract_solution`` then the verifier, as Verify does), then
+   ``measure_ambiguity`` on the passing ones: ambiguous when ``AmbiguityReport.ambiguous``.
+
+Steps 2 and 3 both run on every task that passes the gates (the pipeline would stop a weak
+task before step 3; here each detector is measured on its own). Prints, per detector and per
+family, TP/FP/FN/TN, precision and recall, then every miss and false alarm by task id.
+
+    python -m benchmarks.detector_quality [--families code,sql] [--reference-runs 3] \
+        [--max-mutants 16] [--probes 24] [--json out.json]
+
+Baseline: none; precision and recall are ratios against the hand labels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from schemas import TaskRecord
+from transforms.gates import GatesConfig, run_gates
+from transforms.items import Item
+from transforms.samplers.extract import extract_solution
+from verifiers.registry import VerifierCache, get_differ, make_sandbox
+from verifiers.reliability import (
+    AmbiguityConfig,
+    StrengthConfig,
+    measure_ambiguity,
+    measure_strength,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "labelled"
+DETECTORS = ("weak_tests", "ambiguous", "flaky")
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """One task of the set with its rollouts and labels."""
+
+    task: TaskRecord
+    rollouts: tuple[str, ...]
+    label: str
+    truth: dict[str, bool]
+
+
+@dataclass
+class Outcome:
+    """What the detectors said about one task."""
+
+    task_id: str
+    family: str
+    label: str
+    truth: dict[str, bool]
+    predicted: dict[str, bool] = field(default_factory=dict)
+    gate_reason: str = ""
+    strength: str = ""
+    ambiguity: str = ""
+    seconds: float = 0.0
+
+
+def load(root: Path = DATA, families: Iterable[str] | None = None) -> list[Labelled]:
+    """The labelled set under ``root`` (only ``families`` when given), in file order."""
+    wanted = set(families) if families else None
+    rollouts: dict[str, list[str]] = {}
+    for line in (root / "rollouts.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            rollouts.setdefault(row["task_id"], []).append(row["completion"])
+    labels = {}
+    for line in (root / "labels.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            labels[row["task_id"]] = row
+    out = []
+    for line in (root / "tasks.jsonl").read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        task = TaskRecord.model_validate_json(line)
+        if wanted is not None and task.family not in wanted:
+            continue
+        lab = labels[task.id]
+        truth = {d: bool(lab[d]) for d in DETECTORS}
+        out.append(Labelled(task, tuple(rollouts.get(task.id, [])), lab["class"], truth))
+    return out
+
+
+def evaluate(
+    item: Labelled,
+    cache: VerifierCache,
+    gates: GatesConfig,
+    strength: StrengthConfig,
+    ambiguity: AmbiguityConfig,
+) -> Outcome:
+    """Run the three detectors on one labelled task (see the module docstring)."""
+    t0 = time.monotonic()
+    task = item.task
+    out = Outcome(task.id, task.family, item.label, item.truth)
+    out.predicted = {d: False for d in DETECTORS}
+    verifier = cache.get(task.family)
+    differ = get_differ(task.family)
+    results, reason = run_gates(Item(task, "labelled", 0, "0" * 64), verifier, gates)
+    out.gate_reason = reason
+    out.predicted["flaky"] = reason == "gate.reference_flaky"
+    if reason:
+        out.seconds = time.monotonic() - t0
+        return out
+    ref_s = next((g.duration_s for g in results if g.gate == "reference_passes"), None)
+    if ref_s:
+        verifier.calibrate(task, ref_s)
+    report = measure_strength(task, verifier, differ, cache.sandbox, strength)
+    out.predicted["weak_tests"] = report.weak(strength)
+    out.strength = report.summary()
+    entry = getattr(task.verifier, "entry_point", None)
+    passing = []
+    for i, completion in enumerate(item.rollouts):
+        solution = extract_solution(completion, task.family, entry)
+        if verifier.verify(task, solution).passed:
+            passing.append((i, solution))
+    amb = measure_ambiguity(task, passing, differ, cache.sandbox, ambiguity)
+    out.predicted["ambiguous"] = amb.ambiguous(ambiguity)
+    out.ambiguity = amb.summary() + (f"; infra: {amb.infra_error}" if amb.infra_error else "")
+    out.seconds = time.monotonic() - t0
+    return out
+
+
+@dataclass(frozen=True)
+class Score:
+    """Confusion counts of one detector over some tasks, with precision and recall."""
+
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+
+    @property
+    def precision(self) -> float | None:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else None
+
+
+def score(outcomes: Iterable[Outcome], detector: str) -> Score:
+    """Confusion counts of ``detector`` over ``outcomes``."""
+    tp = fp = fn = tn = 0
+    for o in outcomes:
+        truth, said = o.truth[detector], o.predicted[detector]
+        tp += truth and said
+        fp += said and not truth
+        fn += truth and not said
+        tn += not truth and not said
+    return Score(tp, fp, fn, tn)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def table(outcomes: list[Outcome]) -> str:
+    """The precision/recall table: one row per detector and family, then all families."""
+    families = sorted({o.family for o in outcomes})
+    lines = ["| detector | family | TP | FP | FN | TN | precision | recall |", "|" + "---|" * 8]
+    for d in DETECTORS:
+        for fam in [*families, "all"]:
+            rows = [o for o in outcomes if fam in ("all", o.family)]
+            s = score(rows, d)
+            lines.append(
+                f"| {d} | {fam} | {s.tp} | {s.fp} | {s.fn} | {s.tn} | "
+                f"{_fmt(s.precision)} | {_fmt(s.recall)} |"
+            )
+    return "\n".join(lines)
+
+
+def mistakes(outcomes: list[Outcome]) -> list[str]:
+    """One line per miss (FN) and false alarm (FP), with what the detectors reported."""
+    out = []
+    for o in outcomes:
+        for d in DETECTORS:
+            if o.truth[d] == o.predicted[d]:
+                continue
+            kind = "missed" if o.truth[d] else "false alarm"
+            why = o.gate_reason or (o.strength if d == "weak_tests" else o.ambiguity)
+            out.append(f"{kind} {d}: {o.task_id} ({why or 'passed the gates'})")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--families", default="", help="comma-separated (default: all)")
+    ap.add_argument("--reference-runs", type=int, default=GatesConfig().reference_runs)
+    ap.add_argument("--max-mutants", type=int, default=StrengthConfig().max_mutants)
+    ap.add_argument("--probes", type=int, default=StrengthConfig().probes)
+    ap.add_argument("--json", type=Path, help="also write every task's outcome here")
+    args = ap.parse_args(argv)
+    families = [f for f in args.families.split(",") if f] or None
+    items = load(args.data, families)
+    gates = GatesConfig(reference_runs=args.reference_runs)
+    strength = StrengthConfig(max_mutants=args.max_mutants, probes=args.probes)
+    ambiguity = AmbiguityConfig(probes=args.probes)
+    sandbox = make_sandbox("process")
+    cache = VerifierCache(sandbox)
+    t0 = time.monotonic()
+    try:
+        outcomes = []
+        for it in items:
+            o = evaluate(it, cache, gates, strength, ambiguity)
+            outcomes.append(o)
+            said = ",".join(d for d in DETECTORS if o.predicted[d]) or "-"
+            print(
+                f"{o.task_id:42s} {o.label:10s} flagged: {said:20s} {o.seconds:6.1f}s", flush=True
+            )
+    finally:
+        cache.close()
+        sandbox.close()
+    print()
+    print(table(outcomes))
+    print()
+    for line in mistakes(outcomes):
+        print(line)
+    print(f"\n{len(outcomes)} tasks in {time.monotonic() - t0:.0f}s")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
