@@ -218,6 +218,9 @@ class ApiDiffer:
 
     family = "api"
 
+    def __init__(self, python: str | None = None, site: list[str] | None = None) -> None:
+        self.python, self.site = python, site  # passed to ApiVerifier (None: its defaults)
+
     def mutants(self, task: TaskRecord, limit: int, seed: int) -> list[Mutant]:
         """At most ``limit`` one-call mutants of the reference, deterministic for ``seed``."""
         _spec(task)
@@ -255,7 +258,7 @@ class ApiDiffer:
     ) -> list[list[Observation]]:
         """``result[i][j]``: the final state after ``solutions[i]`` ran on ``probes[j]``."""
         spec = _spec(task)
-        verifier = ApiVerifier(sandbox)
+        verifier = ApiVerifier(sandbox, self.python, self.site)
         tasks = [
             task.model_copy(
                 update={
