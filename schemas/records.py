@@ -104,7 +104,8 @@ class StrengthCheck(_Rec):
     """Test strength by mutation: mutants made, killed by the tests, surviving, equivalent.
 
     ``score`` = killed / (killed + survived); null when no mutant was decided either way.
-    ``undecided``: mutants whose verification hit an infra error twice (in no count above).
+    ``undecided``: mutants whose verification hit an infra error twice (in no count above);
+    ``unprobed``: mutants the tests let through that no valid extra input could compare.
     """
 
     made: int
@@ -112,6 +113,7 @@ class StrengthCheck(_Rec):
     survived: int
     equivalent: int
     undecided: int = 0
+    unprobed: int = 0
     score: float | None = None
     probes: int = Field(default=0, description="Extra inputs tried on the surviving mutants.")
     duration_s: float = 0.0

@@ -281,7 +281,7 @@ def test_bad_file_has_invalid_and_unparseable_lines() -> None:
             fates["valid"] += 1
         except ValidationError:
             fates["schema"] += 1
-    assert fates == {"valid": 5, "schema": 3, "parse_error": 1}
+    assert fates == {"valid": 7, "schema": 3, "parse_error": 1}
 
 
 def test_bad_broken_reference_fails_its_tests() -> None:
@@ -296,6 +296,20 @@ def test_bad_trivial_tests_pass_a_do_nothing_solution() -> None:
     assert code_passes(t.verifier, t.reference_solution)
     assert code_passes(t.verifier, "")
     assert code_passes(t.verifier, "def celsius_to_fahrenheit(c):\n    return None\n")
+
+
+def test_bad_weak_tests_pass_a_wrong_boundary() -> None:
+    t = _bad_valid()["code.can_vote"]
+    assert isinstance(t.verifier, CodeSpec)
+    assert code_passes(t.verifier, t.reference_solution)
+    assert code_passes(t.verifier, "def can_vote(age):\n    return age > 18\n")
+
+
+def test_bad_ambiguous_statement_passes_both_readings() -> None:
+    t = _bad_valid()["code.middle_element"]
+    assert isinstance(t.verifier, CodeSpec)
+    for sol in ("xs[len(xs) // 2]", "xs[(len(xs) - 1) // 2]"):
+        assert code_passes(t.verifier, f"def middle(xs):\n    return {sol}\n")
 
 
 def test_bad_humaneval_copy_keeps_the_entry_point_and_passes() -> None:

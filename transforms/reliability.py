@@ -12,7 +12,8 @@ A family without a differ (``get_differ`` raises) passes through unmeasured (col
 counter ``<stage>.unsupported``). An infra error that leaves the whole measurement undecided
 rejects the task with the stage's infra reason rather than keeping or condemning it blind.
 Counters: ``strength.tasks``, ``strength.mutants``, ``strength.killed``, ``strength.survived``,
-``strength.equivalent``, ``strength.undecided``, ``strength.ms`` (wall milliseconds);
+``strength.equivalent``, ``strength.undecided``, ``strength.unprobed``, ``strength.ms`` (wall
+milliseconds);
 ``ambiguity.tasks``, ``ambiguity.probes``, ``ambiguity.disagreements``, ``ambiguity.ms``.
 """
 
@@ -53,6 +54,7 @@ def strength_check(report: StrengthReport) -> StrengthCheck:
         survived=report.survived,
         equivalent=report.equivalent,
         undecided=report.infra_errors,
+        unprobed=report.unprobed,
         score=report.score,
         probes=report.probes,
         duration_s=round(report.duration_s, 4),
@@ -163,6 +165,7 @@ def _count_strength(report: StrengthReport) -> None:
     count("strength.survived", report.survived)
     count("strength.equivalent", report.equivalent)
     count("strength.undecided", report.infra_errors)
+    count("strength.unprobed", report.unprobed)
     count("strength.ms", int(report.duration_s * 1000))
 
 

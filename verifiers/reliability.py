@@ -100,6 +100,9 @@ class StrengthReport:
 
     ``score`` is killed / (killed + survived); None when no mutant was decided either way
     (none made, or all equivalent or undecided): a task with no evidence is not called weak.
+    ``unprobed``: mutants the tests let through but that no valid probe could compare with
+    the reference (no probe made, or the reference failed on every one); like equivalent
+    ones they stay out of the score, and are reported apart.
     """
 
     made: int
@@ -112,6 +115,7 @@ class StrengthReport:
     survivors: tuple[Survivor, ...] = ()
     probes: int = 0
     infra_error: str = ""
+    unprobed: int = 0
 
     def weak(self, cfg: StrengthConfig) -> bool:
         """Whether the tests are too weak to keep the task (never without a measured score)."""
@@ -124,6 +128,8 @@ class StrengthReport:
             f"killed {self.killed} of {self.made} mutants (score {score}); "
             f"{self.survived} survived, {self.equivalent} equivalent"
         )
+        if self.unprobed:
+            text += f", {self.unprobed} not compared (no valid probe)"
         if self.infra_errors:
             text += f", {self.infra_errors} undecided (infra errors)"
         return text
@@ -177,7 +183,7 @@ def measure_strength(
     killed = sum(v.status not in ("pass", "infra_error") for v in verdicts)
     passed = [m for m, v in zip(mutants, verdicts, strict=True) if v.status == "pass"]
     survivors: list[Survivor] = []
-    equivalent = 0
+    equivalent = unprobed = 0
     n_probes = 0
     infra_error = ""
     if passed:
@@ -195,7 +201,11 @@ def measure_strength(
         for i, m in enumerate(passed, start=1):
             j = first_difference(differ, task, probes, seen[0], seen[i])
             if j is None:
-                equivalent += 1
+                compared = any(r.ok and o.observed for r, o in zip(seen[0], seen[i], strict=True))
+                if compared:
+                    equivalent += 1
+                else:
+                    unprobed += 1
                 continue
             survivors.append(
                 Survivor(
@@ -220,6 +230,7 @@ def measure_strength(
         survivors=tuple(survivors),
         probes=n_probes,
         infra_error=infra_error,
+        unprobed=unprobed,
     )
 
 

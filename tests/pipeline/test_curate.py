@@ -111,6 +111,8 @@ def test_every_rejection_has_reason_and_location(run: Path) -> None:
         "dedup.exact",
         "decontam.humaneval",
         "gate.reference_failed",
+        "gate.weak_tests",
+        "filter.ambiguous",
         "filter.too_easy",
         "filter.too_hard",
     ],

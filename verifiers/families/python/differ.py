@@ -49,7 +49,7 @@ class PythonDiffer:
     def mutants(self, task: TaskRecord, limit: int, seed: int) -> list[Mutant]:
         """At most ``limit`` single-change mutants of the reference (``mutation``)."""
         with AST_LOCK:
-            made = all_mutants(task.reference_solution)
+            made = all_mutants(task.reference_solution, module_level=_spec(task).style == "io")
         return select(made, limit, seed)
 
     def probes(self, task: TaskRecord, limit: int, seed: int) -> list[Probe]:

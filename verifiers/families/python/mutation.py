@@ -7,7 +7,8 @@ also in ``+=``), ``py.const_off_by_one`` (an integer constant plus or minus one)
 ``py.return_value`` (``return x`` to ``return None``; ``return True`` to ``return False``),
 ``py.drop_statement`` (a statement replaced by ``pass``), ``py.bool_swap`` (``and`` and
 ``or``; ``not x`` to ``x``). Only code inside function bodies is mutated (module-level code is
-usually the prompt: imports and docstrings); docstrings are never touched.
+usually the prompt: imports and docstrings), except for programs (``io`` tasks), where the
+module's statements are the solution; docstrings and imports are never touched.
 
 Each mutant changes one node: its source segment (found from the node's positions, which
 ``ast`` gives in UTF-8 bytes) is replaced by the mutated node's ``ast.unparse``, so the rest
@@ -68,8 +69,18 @@ class _Edit:
     what: str
 
 
-def _in_functions(tree: ast.Module) -> Iterator[ast.AST]:
-    """Every node inside a function body (nested functions included), in source order."""
+def _in_functions(tree: ast.Module, module_level: bool) -> Iterator[ast.AST]:
+    """Every node inside a function body (nested functions included), in source order; with
+    ``module_level``, first the module's own statements (a program), imports excepted."""
+    if module_level:
+        for st in tree.body:
+            if _is_docstring(st) or isinstance(
+                st, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Import
+            ):
+                continue
+            yield from (
+                n for n in ast.walk(st) if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            )
     for top in ast.walk(tree):
         if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef):
             for st in top.body:
@@ -98,10 +109,10 @@ def _with(node: ast.AST, **changes: object) -> str:
     return ast.unparse(new)
 
 
-def _edits(tree: ast.Module) -> Iterator[_Edit]:
-    """Every candidate single-node change of the functions in ``tree``."""
+def _edits(tree: ast.Module, module_level: bool) -> Iterator[_Edit]:
+    """Every candidate single-node change of the functions (and module code) in ``tree``."""
     seen: set[int] = set()
-    for n in _in_functions(tree):
+    for n in _in_functions(tree, module_level):
         if id(n) in seen:  # nested functions are walked from their own def too
             continue
         seen.add(id(n))
@@ -168,9 +179,10 @@ def _line_starts(src: bytes) -> list[int]:
     return starts
 
 
-def all_mutants(reference: str) -> list[Mutant]:
+def all_mutants(reference: str, module_level: bool = False) -> list[Mutant]:
     """Every valid single-change mutant of ``reference``, in source order (empty when the
-    reference does not parse)."""
+    reference does not parse). ``module_level``: mutate the module's own code too (for
+    programs, e.g. ``io`` tasks)."""
     try:
         tree = ast.parse(reference)
     except (SyntaxError, ValueError):
@@ -180,7 +192,7 @@ def all_mutants(reference: str) -> list[Mutant]:
     starts = _line_starts(src)
     out: list[Mutant] = []
     seen: set[str] = set()
-    for edit in _edits(tree):
+    for edit in _edits(tree, module_level):
         text = _apply(src, starts, edit)
         if text is None or text in seen:
             continue

@@ -9,8 +9,9 @@ Seeds are the calls the task's own tests make to the function under test (the en
 become 0; floats shift or flip; strings drop, repeat or change one character, change case or
 become empty; lists and tuples drop, repeat or mutate one element, reverse or become empty;
 dicts drop a key or mutate a value; booleans flip. ``io`` stdin is mutated token by token
-(integer tokens shift or flip, word tokens change a character). A probe equal to one of the
-tests' own inputs, or to an earlier probe, is dropped.
+(integer tokens shift or flip, word tokens change a character), except a line holding only
+a count of what follows (``n`` then ``n`` values), which would make the input malformed. A
+probe equal to one of the tests' own inputs, or to an earlier probe, is dropped.
 
 It does NOT derive inputs from calls with computed arguments (``candidate(list(range(9)))``),
 from loops in the tests, or from the statement's prose; nor does it know the task's
@@ -195,10 +196,33 @@ def call_label(entry: str, args: Args, limit: int = 160) -> str:
 
 
 # ---------------------------------------------------------------------------- io style
+def _length_headers(lines: list[str]) -> set[int]:
+    """Lines holding only an integer that counts the next line's tokens or the lines after
+    it (``n`` then ``n`` values): changing one would make the input malformed, not new."""
+    out: set[int] = set()
+    for i, ln in enumerate(lines):
+        tok = ln.strip()
+        if not tok.lstrip("-").isdigit():
+            continue
+        n = int(tok)
+        rest = [r for r in lines[i + 1 :] if r.strip()]
+        if rest and (n == len(rest[0].split()) or n == len(rest)):
+            out.add(i)
+    return out
+
+
 def mutate_stdin(text: str, rng: random.Random) -> str:
-    """``text`` with one whitespace-separated token changed by its type."""
+    """``text`` with one whitespace-separated token changed by its type (length headers, see
+    ``_length_headers``, are kept)."""
     lines = text.split("\n")
-    spots = [(i, j) for i, ln in enumerate(lines) for j, _ in enumerate(ln.split(" ")) if _]
+    fixed = _length_headers(lines)
+    spots = [
+        (i, j)
+        for i, ln in enumerate(lines)
+        if i not in fixed
+        for j, tok in enumerate(ln.split(" "))
+        if tok
+    ]
     if not spots:
         return text + rng.choice(["0", "a"])
     i, j = rng.choice(spots)
