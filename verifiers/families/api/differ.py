@@ -9,7 +9,9 @@
 - ``probes``: variations of the task's ``initial_state`` (payload: the whole varied state):
   a copy of an existing object under a new key beside it; every object's last line repeated;
   the first object of every bucket removed; an unrelated object under another prefix; a copy
-  of the last message in every queue; every bucket emptied. ``seed`` goes into the new keys.
+  of the last message in every queue; every bucket emptied; a new message in every queue; the
+  first message of every queue removed; every queue emptied. A variation that changes nothing
+  (no bucket, no queue) is left out. ``seed`` goes into the new keys and messages.
 - ``observe``: each solution is run by the family's own verifier (``ApiVerifier``: moto in
   the sandbox, the same harness) on the varied state; the observation is the final state,
   normalised: S3 as bucket -> key -> sha256, queues and log groups as message lists (sorted
@@ -187,12 +189,26 @@ def variations(initial: ApiInitialState, seed: int) -> list[tuple[str, dict[str,
         for b in s["buckets"]:
             s["buckets"][b] = {}
 
+    def new_message(s: dict[str, Any]) -> None:
+        for q in s["queues"]:
+            s["queue_messages"].setdefault(q, []).append(f"probe message {seed}")
+
+    def drop_message(s: dict[str, Any]) -> None:
+        for msgs in s["queue_messages"].values():
+            del msgs[:1]
+
+    def drain(s: dict[str, Any]) -> None:
+        s["queue_messages"] = {}
+
     vary("copy of an object under a new key", copy_object)
     vary("every object's last line repeated", longer)
     vary("one more message in every queue", more_messages)
     vary("first object of every bucket removed", drop_first)
     vary("an unrelated object in every bucket", unrelated)
     vary("every bucket empty", empty)
+    vary("a new message in every queue", new_message)
+    vary("first message of every queue removed", drop_message)
+    vary("every queue empty", drain)
     return out
 
 
