@@ -273,3 +273,33 @@ def test_every_sample_lost_to_infra_rejects_the_task(sandbox: Sandbox) -> None:
     assert not scored
     assert rejected[0]["reason"] == "verify.infra_error"
     assert "no sample left" in rejected[0]["detail"]
+
+
+class _PartlyBrokenVerifyFn(VerifyFn):
+    """Verify with the code verifier swapped for ``_PartlyBroken`` (runs inside Beam)."""
+
+    def setup(self) -> None:
+        super().setup()
+        assert self.verifiers is not None and self.sandbox is not None
+        self.verifiers._verifiers["code"] = _PartlyBroken(self.sandbox)
+
+
+def test_verify_counts_retries_and_samples_left_out_in_beam_metrics() -> None:
+    import apache_beam as beam
+    from apache_beam.metrics.metric import MetricsFilter
+
+    from transforms.common import NAMESPACE
+
+    completions = [GOOD, BAD, BAD + BROKEN_MARK]
+    pair = (_item(_task()), Samples("t.add", completions, "m", "replay", len(completions)))
+    p = beam.Pipeline(runner="DirectRunner")
+    fn = _PartlyBrokenVerifyFn(SandboxConfig(), "run-test", retry=FAST)
+    _ = p | beam.Create([pair]) | beam.ParDo(fn).with_outputs(ROLLOUTS, "rejected", main="ok")
+    result = p.run()
+    result.wait_until_finish()
+    found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
+    got = {c.key.metric.name: c.committed for c in found}
+    assert got["verify.retries"] == FAST.attempts - 1
+    assert got["verify.retry_exhausted"] == 1
+    assert got["verify.samples_left_out"] == 1
+    assert "verify.retry_recovered" not in got
