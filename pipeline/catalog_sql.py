@@ -43,6 +43,8 @@ VIEWS = (
     "rejected",
     "rollouts",
     "family_summary",
+    "task_reliability",
+    "surviving_mutants",
 )
 MACROS = (
     "pass_rate_histogram",
@@ -179,6 +181,22 @@ SELECT f.family,
         WHERE o.family IS NOT DISTINCT FROM f.family) AS rollouts_passed
 FROM fams f
 ORDER BY f.family NULLS LAST""",
+        # test strength and ambiguity of every kept task (NULL where not measured)
+        """CREATE OR REPLACE VIEW task_reliability AS
+SELECT id, family, run_id,
+       test_strength.score AS mutation_score,
+       test_strength.made AS mutants_made,
+       test_strength.killed AS mutants_killed,
+       test_strength.survived AS mutants_survived,
+       test_strength.equivalent AS mutants_equivalent,
+       test_strength.unprobed AS mutants_unprobed,
+       ambiguity.probes_tried, ambiguity.probes_valid, ambiguity.probes_agreed
+FROM tasks""",
+        # one row per surviving mutant of a kept task (the test gaps left above the threshold)
+        """CREATE OR REPLACE VIEW surviving_mutants AS
+SELECT task_id, family, run_id, s.operator, s."where", s.probe,
+       s.reference_output, s.mutant_output, s.diff
+FROM (SELECT id AS task_id, family, run_id, unnest(test_strength.survivors) AS s FROM tasks)""",
     ]
 
 
