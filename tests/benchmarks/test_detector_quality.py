@@ -65,6 +65,7 @@ def _check(outcomes: list[Outcome]) -> None:
     assert weak.fp == 0 and weak.recall is not None and weak.recall >= 2 / 3
 
 
+@pytest.mark.slow
 def test_detectors_find_the_planted_faults_in_code_and_config(cache: VerifierCache) -> None:
     _check(_run(cache, ("code", "config")))
 
