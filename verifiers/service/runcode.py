@@ -83,8 +83,8 @@ def plan(req: RunCodeRequest, python: str) -> tuple[dict[str, bytes | str], list
         )
     name, interpreter = LANGUAGES[req.language]
     files = _decode(req.files)
-    for fetched in req.fetch_files:
-        check_name(fetched)  # a ValueError: answered 400
+    for checked in [*files, *req.fetch_files]:
+        check_name(checked)  # a ValueError: answered 400
     files[name] = req.code
     command = [interpreter or python, name]
     memory = req.memory_limit_MB if req.memory_limit_MB > 0 else DEFAULT_MEMORY_MB
