@@ -93,3 +93,14 @@ def test_client_waits_out_429_and_gets_through(tmp_path: Path) -> None:
         assert 'tasksieve_rejected_total{reason="queue_full"}' in server.get("/metrics").text
     finally:
         server.stop()
+
+
+def test_where_the_service_runs_does_not_change_the_run_fingerprint() -> None:
+    from pipeline.config import CurateConfig
+
+    def fp(*urls: str) -> str:
+        sandbox = SandboxConfig(backend="remote", urls=urls)
+        return CurateConfig(inputs=("x",), output="o", sandbox=sandbox).fingerprint()
+
+    assert fp("http://a:1") == fp("http://b:2", "http://c:3")
+    assert fp("http://a:1") != CurateConfig(inputs=("x",), output="o").fingerprint()
