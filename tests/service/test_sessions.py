@@ -102,3 +102,32 @@ def test_idle_sessions_expire_and_are_reaped(short_lived: Server) -> None:
     time.sleep(2.5)  # the ttl (1 s) plus the reaper's period
     assert short_lived.post(f"/sessions/{sid}/exec", {"code": "print(1)"}).status_code == 404
     assert "tasksieve_sessions_alive 0.0" in short_lived.get("/metrics").text
+
+
+HOSTILE_STEPS = {
+    "fork_bomb": (
+        "import os\ntry:\n while True:\n  if os.fork() == 0:\n   import time; time.sleep(30)\n"
+        "except OSError: print('capped')",
+        lambda r: "capped" in r["stdout"],
+    ),
+    "network": (
+        "import socket\ntry:\n socket.create_connection(('1.1.1.1', 53), 2); print('OUT')\n"
+        "except OSError: print('blocked')",
+        lambda r: r["stdout"] == "blocked\n",
+    ),
+    "host_files": (
+        "import os\nfor p in ('/etc/shadow', '/home'):\n try: print(os.listdir(p) if "
+        "os.path.isdir(p) else open(p).read()[:9])\n except OSError: print('denied')",
+        lambda r: r["stdout"] == "denied\ndenied\n",
+    ),
+    "sleep_forever": ("import time\ntime.sleep(3600)", lambda r: r["timed_out"] is True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_STEPS))
+def test_hostile_steps_are_contained_and_the_session_survives(server: Server, name: str) -> None:
+    sid = create(server, memory_mb=256, max_processes=16)
+    code, contained = HOSTILE_STEPS[name]
+    got = execute(server, sid, code=code, timeout_s=2)
+    assert contained(got), got
+    assert execute(server, sid, code="print('still here')")["stdout"] == "still here\n"

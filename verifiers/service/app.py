@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import logging
 import math
 from collections.abc import AsyncIterator
 from typing import Any
@@ -32,6 +33,8 @@ from verifiers.service.models import TrivialRequest, VerifyRequest
 from verifiers.service.runcode import BadRequest, RunCodeRequest, plan
 from verifiers.service.scheduler import DeadlineExceeded, QueueFull
 from verifiers.service.sessions import SessionError
+
+log = logging.getLogger(__name__)
 
 
 def error(status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> Response:
@@ -160,4 +163,7 @@ async def _reap(service: Service) -> None:
     """End expired sessions every ``reap_interval_s``."""
     while True:
         await asyncio.sleep(service.cfg.reap_interval_s)
-        await asyncio.to_thread(service.sessions.reap)
+        try:
+            await asyncio.to_thread(service.sessions.reap)
+        except OSError as exc:  # a directory that will not go away must not stop the reaper
+            log.warning("session reaper: %s", exc)
