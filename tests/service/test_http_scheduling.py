@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.service.servers import Server, start_server
+from tests.service.servers import TOKEN, Server, start_server
+from verifiers.remote import ServiceClient
 
 SLEEP = {"code": "import time; time.sleep(1.5); print('slept')", "run_timeout": 10}
 RANDOM = {"code": "import secrets; print(secrets.token_hex(16))"}
@@ -93,3 +95,22 @@ def test_malformed_scheduling_headers_are_refused(
     tiny: tuple[Server, Path], header: str, value: str
 ) -> None:
     assert tiny[0].post("/run_code", RANDOM, **{header: value}).status_code == 400
+
+
+def rejected_full(server: Server) -> float:
+    """The server's count of requests refused with 429 so far."""
+    for line in server.get("/metrics").text.splitlines():
+        if line.startswith('tasksieve_rejected_total{reason="queue_full"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_client_waits_out_429_and_gets_through(tiny: tuple[Server, Path]) -> None:
+    server, _ = tiny
+    before = rejected_full(server)
+    client = ServiceClient((server.url,), token=TOKEN, attempts=20, max_backoff_s=0.5)
+    body = {"code": "import time; time.sleep(0.5); print('done')", "run_timeout": 10}
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: client.post("/run_code", body), range(4)))
+    assert [a["run_result"]["stdout"] for a in answers] == ["done\n"] * 4
+    assert rejected_full(server) > before  # it was refused on the way, and got through

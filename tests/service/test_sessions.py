@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.service.servers import Server, start_server
+from tests.service.servers import Server
 
 
 def create(server: Server, **limits: float) -> str:
@@ -87,21 +86,14 @@ def test_deleted_session_is_gone(server: Server) -> None:
     assert server.post(f"/sessions/{sid}/exec", {"code": "print(1)"}).status_code == 404
 
 
-@pytest.fixture(scope="module")
-def short_lived(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(
-        tmp_path_factory.mktemp("ttl"), "--session-ttl", "1", "--max-session-ttl", "1"
-    )
-    yield srv
-    srv.stop()
-
-
-def test_idle_sessions_expire_and_are_reaped(short_lived: Server) -> None:
-    sid = create(short_lived)
-    assert execute(short_lived, sid, code="print(1)")["exit_code"] == 0
-    time.sleep(2.5)  # the ttl (1 s) plus the reaper's period
-    assert short_lived.post(f"/sessions/{sid}/exec", {"code": "print(1)"}).status_code == 404
-    assert "tasksieve_sessions_alive 0.0" in short_lived.get("/metrics").text
+def test_idle_sessions_expire_and_are_reaped(server: Server) -> None:
+    before = server.get("/healthz").json()["sessions"]
+    sid = create(server, ttl_s=1)
+    assert execute(server, sid, code="print(1)")["exit_code"] == 0
+    assert server.get("/healthz").json()["sessions"] == before + 1
+    time.sleep(2.5)  # the ttl (1 s) plus the reaper's period (1 s)
+    assert server.get("/healthz").json()["sessions"] == before  # reaped, not just refused
+    assert server.post(f"/sessions/{sid}/exec", {"code": "print(1)"}).status_code == 404
 
 
 HOSTILE_STEPS = {
