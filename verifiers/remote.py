@@ -20,6 +20,7 @@ again on the next server (the servers do not share their idempotency stores).
 from __future__ import annotations
 
 import base64
+import json
 import os
 import random
 import threading
@@ -55,7 +56,7 @@ class ServiceClient:
     ) -> None:
         if not urls:
             raise ValueError("the remote sandbox needs at least one service URL")
-        import httpx
+        import urllib3
 
         self.urls = tuple(u.rstrip("/") for u in urls)
         self.priority = priority
@@ -63,15 +64,21 @@ class ServiceClient:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.client_id = client_id or f"{os.uname().nodename}:{os.getpid()}"
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_s, connect=5.0))
-        self._errors = (httpx.TransportError,)
+        self._headers = {"Content-Type": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        # urllib3 rather than a richer client: the per-request CPU is a cost the fleet pays
+        # on every verification (see benchmarks/service_load.py).
+        self._http = urllib3.PoolManager(
+            maxsize=64, timeout=urllib3.Timeout(connect=5.0, read=timeout_s), retries=False
+        )
+        self._errors = (urllib3.exceptions.HTTPError, OSError)
         self._next = random.randrange(len(self.urls))
         self._down_until: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        self._http.close()
+        self._http.clear()
 
     def _order(self) -> list[str]:
         """The URLs to try, starting at the next in turn; ones marked down go last."""
@@ -85,31 +92,33 @@ class ServiceClient:
     def post(self, path: str, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
         """POST ``body`` as JSON and return the JSON answer, retrying as the module says."""
         headers = {
+            **self._headers,
             "Idempotency-Key": key or uuid.uuid4().hex,
             "X-Priority": self.priority,
             "X-Client-Id": self.client_id,
         }
         last = "no attempt made"
+        payload = json.dumps(body).encode()
         for attempt in range(self.attempts):
             order = self._order()
             url = order[attempt % len(order)] if attempt else order[0]
             wait = min(self.max_backoff_s, self.backoff_s * 2**attempt) * random.random()
             try:
-                resp = self._http.post(url + path, json=body, headers=headers)
+                resp = self._http.request("POST", url + path, body=payload, headers=headers)
             except self._errors as exc:
                 last = f"{url}: {type(exc).__name__}: {exc}"
                 self._down_until[url] = time.monotonic() + 2.0
                 time.sleep(wait)
                 continue
-            if resp.status_code < 400:
-                answer: dict[str, Any] = resp.json()
+            if resp.status < 400:
+                answer: dict[str, Any] = json.loads(resp.data)
                 return answer
-            last = f"{url}: HTTP {resp.status_code}: {resp.text[:300]}"
-            if resp.status_code not in RETRYABLE:
+            last = f"{url}: HTTP {resp.status}: {resp.data[:300].decode('utf-8', 'replace')}"
+            if resp.status not in RETRYABLE:
                 raise RemoteError(last)
-            if resp.status_code == 429:
+            if resp.status == 429:
                 wait = max(wait, _retry_after(resp.headers.get("Retry-After")))
-            elif resp.status_code in (502, 503):
+            elif resp.status in (502, 503):
                 self._down_until[url] = time.monotonic() + 2.0
             time.sleep(min(wait, self.max_backoff_s * 4))
         raise RemoteError(f"gave up after {self.attempts} attempts; last: {last}")
@@ -137,7 +146,7 @@ class RemoteSandbox(Sandbox):
             self.client = ServiceClient(urls, token=token, priority=priority)
         except ImportError as exc:
             raise SandboxUnavailable(
-                "the remote sandbox needs httpx: pip install 'tasksieve[serve]'"
+                "the remote sandbox needs urllib3: pip install 'tasksieve[serve]'"
             ) from exc
         self.urls = urls
 

@@ -124,29 +124,29 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
     auth = [Depends(authorize)]
 
     @app.post("/verify", dependencies=auth)
-    async def verify(req: VerifyRequest, m: Meta = Depends(meta)) -> dict[str, Any]:
+    async def verify(req: VerifyRequest, m: Meta = Depends(meta)) -> Response:
         task = _task(req.task)
         try:
             body = service.verify_body(task, req.solution, req.reference_s)
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from exc
         verdict = await service.submit(m, "verify", body)
-        return {"task_id": task.id, **verdict.model_dump()}
+        return JSONResponse({"task_id": task.id, **verdict.model_dump()})  # no re-encoding
 
     @app.post("/trivial_solutions", dependencies=auth)
-    async def trivial(req: TrivialRequest, m: Meta = Depends(meta)) -> dict[str, Any]:
+    async def trivial(req: TrivialRequest, m: Meta = Depends(meta)) -> Response:
         task = _task(req.task)
         solutions = await service.submit(m, "trivial", service.trivial_body(task))
-        return {"task_id": task.id, "solutions": solutions}
+        return JSONResponse({"task_id": task.id, "solutions": solutions})
 
     @app.post("/run_code", dependencies=auth)
-    async def run_code(req: RunCodeRequest, m: Meta = Depends(meta)) -> dict[str, Any]:
+    async def run_code(req: RunCodeRequest, m: Meta = Depends(meta)) -> Response:
         try:
             plan(req, service.sandbox.python)  # refuse bad requests before queueing
         except (BadRequest, ValueError) as exc:
             raise HTTPException(400, str(exc)) from exc
         resp = await service.submit(m, "run_code", service.run_code_body(req))
-        return dict(resp.model_dump())
+        return Response(resp.model_dump_json(), media_type="application/json")
 
     sessions_api.add_routes(app, service, auth, meta)
     return app

@@ -104,7 +104,9 @@ class Service:
                 shared.set_exception(exc)
                 raise
             inner.add_done_callback(lambda f: self._settle(meta.key, f, shared))
-        return await asyncio.wrap_future(shared)
+        # A caller that goes away must not cancel the shared run: its retry (same key) or a
+        # concurrent twin waits on it. Without a key, going away cancels a job not yet started.
+        return await asyncio.shield(asyncio.wrap_future(shared))
 
     def _enqueue(
         self, meta: Meta, kind: str, body: Callable[[], tuple[Any, str | None]]
@@ -123,6 +125,13 @@ class Service:
             raise
 
     def _settle(self, key: str | None, inner: Future[Any], shared: Future[Any]) -> None:
+        if shared.done():
+            return
+        if inner.cancelled():
+            if key is not None:
+                self.idem.forget(key)
+            shared.cancel()
+            return
         exc = inner.exception()
         if exc is None:
             shared.set_result(inner.result())
