@@ -162,7 +162,8 @@ class RemoteSandbox(Sandbox):
         collect: tuple[str, ...] = (),
     ) -> Execution:
         """Run ``command`` through ``/run_code`` as a bash script (``python3`` is the
-        service's interpreter)."""
+        service's interpreter). Only the wall and memory limits travel (run_code's fields);
+        the others are the server's defaults, and ``limit_hit`` is ``wall`` or None."""
         import shlex
 
         encoded = {
