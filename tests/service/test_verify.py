@@ -85,6 +85,21 @@ def test_service_verdict_equals_in_process_verdict(
         assert got["status"] not in ("pass", "infra_error")  # hostile: contained, a verdict
 
 
+def test_id_plus_spec_gets_the_whole_records_verdict(server: Server) -> None:
+    solution = (SOLUTIONS / "add_wrong.py").read_text()
+    whole = server.post("/verify", {"task": ADD.model_dump(mode="json"), "solution": solution})
+    spec = {
+        "task_id": ADD.id,
+        "verifier": ADD.verifier.model_dump(mode="json"),
+        "reference_solution": ADD.reference_solution,
+        "solution": solution,
+    }
+    by_spec = server.post("/verify", spec)
+    assert by_spec.status_code == 200, by_spec.text
+    assert comparable(by_spec.json()) == comparable(whole.json())
+    assert by_spec.json()["task_id"] == ADD.id
+
+
 def test_trivial_solutions_are_the_family_verifiers(server: Server, local: VerifierCache) -> None:
     record = task("config.k8s_deployment_limits")
     resp = server.post("/trivial_solutions", {"task": record.model_dump(mode="json")})
@@ -97,8 +112,10 @@ def test_trivial_solutions_are_the_family_verifiers(server: Server, local: Verif
         {"task": {"id": "x"}, "solution": ""},
         {"task": json.loads(ADD.model_dump_json()) | {"family": "cobol"}, "solution": ""},
         {"solution": "no task"},
+        {"task_id": "code.add", "solution": "", "reference_solution": ""},
+        {"task": {"id": "x"}, "task_id": "x", "solution": ""},
     ],
-    ids=["not_a_task", "unknown_family", "missing_task"],
+    ids=["not_a_task", "unknown_family", "missing_task", "id_without_spec", "both_forms"],
 )
 def test_bad_verify_requests_are_refused_before_running(server: Server, body: dict) -> None:
     resp = server.post("/verify", body)

@@ -125,7 +125,11 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
 
     @app.post("/verify", dependencies=auth)
     async def verify(req: VerifyRequest, m: Meta = Depends(meta)) -> Response:
-        task = _task(req.task)
+        try:
+            raw = req.task_record()
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        task = _task(raw)
         try:
             body = service.verify_body(task, req.solution, req.reference_s)
         except ValueError as exc:

@@ -8,17 +8,38 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class VerifyRequest(BaseModel):
-    """A task record (id, family, verifier spec, ...) and one solution to judge against it.
+    """A task and one solution to judge against it.
 
-    ``reference_s`` is the reference solution's runtime measured elsewhere (the gates), for
-    verifiers whose time limits scale with it.
+    The task is either a whole task record (``task``) or its id plus spec (``task_id``,
+    ``verifier`` and ``reference_solution``: what the verifiers read). ``reference_s`` is the
+    reference solution's runtime measured elsewhere (the gates), for verifiers whose time
+    limits scale with it.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    task: dict[str, Any]
+    task: dict[str, Any] | None = None
+    task_id: str | None = None
+    verifier: dict[str, Any] | None = None
+    reference_solution: str | None = None
     solution: str
     reference_s: float | None = Field(default=None, gt=0)
+
+    def task_record(self) -> dict[str, Any]:
+        """The task record to validate; raises ValueError when neither form is complete."""
+        if self.task is not None:
+            if self.task_id or self.verifier or self.reference_solution is not None:
+                raise ValueError("give either task or task_id + verifier, not both")
+            return self.task
+        if not self.task_id or self.verifier is None or self.reference_solution is None:
+            raise ValueError("give task (a task record) or task_id, verifier, reference_solution")
+        return {
+            "id": self.task_id,
+            "family": self.verifier.get("family"),
+            "prompt": "(sent as id plus spec)",
+            "verifier": self.verifier,
+            "reference_solution": self.reference_solution,
+        }
 
 
 class TrivialRequest(BaseModel):
