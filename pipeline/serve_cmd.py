@@ -22,7 +22,8 @@ token comes from ${TOKEN_ENV} or --token-file. --insecure-no-auth serves without
 loopback address only.
 headers: X-Priority (training|interactive|curation|batch; default curation), X-Deadline-S,
 X-Client-Id, Idempotency-Key.
-exit status: 0 stopped cleanly, 2 bad flags or no usable sandbox
+exit status: 0 stopped cleanly (SIGTERM: drained, then the signal's own status),
+2 bad flags or no usable sandbox
 """
 
 

@@ -90,3 +90,22 @@ def test_where_the_service_runs_does_not_change_the_run_fingerprint() -> None:
 
     assert fp("http://a:1") == fp("http://b:2", "http://c:3")
     assert fp("http://a:1") != CurateConfig(inputs=("x",), output="o").fingerprint()
+
+
+def test_sigterm_drains_requests_in_flight(tmp_path: Path) -> None:
+    import threading
+
+    server = start_server(tmp_path, "--workers", "1")
+    out: list = []
+    body = {"code": "import time; time.sleep(1.5); print('finished')", "run_timeout": 10}
+    t = threading.Thread(target=lambda: out.append(server.post("/run_code", body)))
+    t.start()
+    for _ in range(200):  # until the run is in flight
+        if server.get("/healthz").json()["in_flight"]:
+            break
+        threading.Event().wait(0.02)
+    server.proc.send_signal(signal.SIGTERM)
+    t.join(30)
+    assert out and out[0].status_code == 200
+    assert out[0].json()["run_result"]["stdout"] == "finished\n"
+    assert server.proc.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises it once drained
