@@ -28,6 +28,7 @@ from pipeline import (  # noqa: E402
     query_cmd,
     report_cmd,
     sandbox_cmd,
+    serve_cmd,
     verify_cmd,
 )
 from pipeline import validate as validate_cmd  # noqa: E402
@@ -43,6 +44,7 @@ RUNNERS: dict[str, str] = {
     "query": "pipeline.query_cmd:run",
     "report": "pipeline.report_cmd:run",
     "check": "pipeline.check_cmd:run",
+    "serve": "pipeline.serve_cmd:run",
 }
 
 
@@ -102,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     query_cmd.add_parser(sub)
     report_cmd.add_parser(sub)
     check_cmd.add_parser(sub)
+    serve_cmd.add_parser(sub)
     completion_cmd.add_parser(sub)
     return parser
 

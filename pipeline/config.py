@@ -52,5 +52,7 @@ class CurateConfig:
         for key in ("output", "overwrite", "runner", "beam_args", "expectations"):
             data.pop(key)
         data["sampler"].pop("cache_dir", None)
+        for where in ("urls", "token_env", "priority"):  # where the sandbox service runs
+            data["sandbox"].pop(where, None)
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

@@ -62,7 +62,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--min-tests", type=int, default=3, help="minimum tests for code tasks")
     add_reliability_flags(p)
-    p.add_argument("--sandbox", default="process", help="sandbox backend (default: process)")
+    p.add_argument(
+        "--sandbox", default="process", help="sandbox backend: process, docker or remote"
+    )
+    p.add_argument(
+        "--sandbox-url",
+        default="",
+        metavar="URL[,URL...]",
+        help="--sandbox remote: the sandbox service's URLs (token in $TASKSIEVE_SERVICE_TOKEN)",
+    )
     p.add_argument("--sandbox-workers", type=int, default=2)
     p.add_argument("--allow-weak-isolation", action="store_true")
     p.add_argument("--runner", default="DirectRunner", help="Beam runner (default DirectRunner)")

@@ -86,6 +86,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
             backend=args.sandbox,
             allow_weak_isolation=args.allow_weak_isolation,
             workers=args.sandbox_workers,
+            urls=tuple(u.strip() for u in args.sandbox_url.split(",") if u.strip()),
         ),
         sampler=SamplerConfig(
             backend=args.sampler,

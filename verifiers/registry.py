@@ -8,11 +8,25 @@ from verifiers.families.base import UnsupportedFamily, Verifier
 from verifiers.families.probes import Differ
 from verifiers.sandbox.base import Sandbox
 
-SANDBOXES: tuple[str, ...] = ("process", "docker")
+SANDBOXES: tuple[str, ...] = ("process", "docker", "remote")
 
 
-def make_sandbox(name: str = "process", allow_weak_isolation: bool = False) -> Sandbox:
-    """Build the sandbox backend called ``name`` (``process`` or ``docker``)."""
+def make_sandbox(
+    name: str = "process",
+    allow_weak_isolation: bool = False,
+    urls: tuple[str, ...] = (),
+    token_env: str = "TASKSIEVE_SERVICE_TOKEN",
+    priority: str = "curation",
+) -> Sandbox:
+    """Build the sandbox backend called ``name`` (``process``, ``docker`` or ``remote``).
+
+    ``urls``, ``token_env`` and ``priority`` are the remote backend's: the service's URLs,
+    the environment variable holding its bearer token, and the priority its requests name.
+    """
+    if name == "remote":
+        from verifiers.remote import RemoteSandbox
+
+        return RemoteSandbox(urls, token_env=token_env, priority=priority)
     if name == "process":
         from verifiers.sandbox.process.sandbox import ProcessSandbox
 
@@ -31,7 +45,16 @@ def get_verifier(family: str, sandbox: Sandbox) -> Verifier:
     """A new verifier for a task family, running its executions in ``sandbox``.
 
     Some verifiers hold warm workers: reuse one per family (see ``VerifierCache``) and close it.
+    A backend with ``whole_verifications`` (the sandbox service) gets the remote verifier.
     """
+    if family not in FAMILIES_SUPPORTED:
+        raise UnsupportedFamily(
+            f"no verifier for family {family!r} (supported: {', '.join(FAMILIES_SUPPORTED)})"
+        )
+    if sandbox.capabilities.whole_verifications:
+        from verifiers.remote import RemoteVerifier
+
+        return RemoteVerifier(sandbox, family)
     if family == "code":
         from verifiers.families.python.verifier import PythonVerifier
 

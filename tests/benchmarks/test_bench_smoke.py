@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from benchmarks import sandbox_throughput, sql_throughput
+from benchmarks import sandbox_throughput, service_load, sql_throughput
 from benchmarks.humaneval_jobs import jobs as code_jobs
 from benchmarks.sql_jobs import jobs as sql_jobs
 
@@ -25,6 +25,21 @@ def test_sandbox_quick_run_gets_every_expected_verdict(capsys: pytest.CaptureFix
 def test_sql_quick_run_setups_agree(capsys: pytest.CaptureFixture) -> None:
     assert sql_throughput.main(["--quick"]) == 0
     assert "all setups agree with the intended ones in every round" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_service_load_tiny_run_loses_nothing(capsys: pytest.CaptureFixture) -> None:
+    argv = ["--workers", "1", "--requests", "4", "--rounds", "1", "--failover-requests", "8"]
+    assert service_load.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "8 answered, 0 lost, 0 run twice" in out and "in-process" in out
+
+
+def test_service_workload_pairs_references_with_empty_solutions() -> None:
+    work = service_load.workload(8)
+    assert [s == "" for _, s in work] == [False, True] * 4
+    assert work[0][0]["id"] == work[1][0]["id"] and work[0][1] == work[0][0]["reference_solution"]
 
 
 def test_sandbox_workload_mixes_right_and_wrong() -> None:

@@ -74,6 +74,9 @@ class Capabilities:
       interface (a server a run starts on 127.0.0.1 is reachable only from that run).
     - ``site_packages``: where the host's Python packages appear inside the sandbox (empty
       when they are not there; guests that need e.g. boto3 put these on ``sys.path``).
+    - ``whole_verifications``: the backend judges whole (task, solution) pairs itself (the
+      sandbox service, ``verifiers.remote``): ``get_verifier`` returns its remote verifier
+      instead of running a family verifier here.
     """
 
     spawn: bool = False
@@ -82,6 +85,7 @@ class Capabilities:
     own_pid_namespace: bool = False
     private_loopback: bool = False
     site_packages: tuple[str, ...] = ()
+    whole_verifications: bool = False
 
 
 class PopenLike(Protocol):

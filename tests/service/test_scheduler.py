@@ -1,0 +1,124 @@
+"""The scheduler on real threads: priorities, per-client turns, deadlines, retries, 429."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from verifiers.service.idempotency import IdempotencyStore, KeyConflict
+from verifiers.service.scheduler import PRIORITIES, DeadlineExceeded, Job, QueueFull, Scheduler
+
+
+@pytest.fixture
+def one_worker() -> Iterator[Scheduler]:
+    sched = Scheduler(workers=1, max_queue=16, infra_retries=2, retry_backoff_s=0.0)
+    yield sched
+    sched.close()
+
+
+def blocker(sched: Scheduler) -> threading.Event:
+    """Occupy the only worker until the returned event is set."""
+    release, started = threading.Event(), threading.Event()
+
+    def body() -> tuple[Any, str | None]:
+        started.set()
+        release.wait(10)
+        return None, None
+
+    sched.submit(Job(body, 0, "blocker", None))
+    assert started.wait(10)
+    return release
+
+
+def recorder(order: list[str], name: str) -> Callable[[], tuple[Any, str | None]]:
+    def body() -> tuple[Any, str | None]:
+        order.append(name)
+        return name, None
+
+    return body
+
+
+def test_training_runs_before_curation(one_worker: Scheduler) -> None:
+    release, order = blocker(one_worker), []
+    futures = [
+        one_worker.submit(Job(recorder(order, "curation"), PRIORITIES["curation"], "a", None)),
+        one_worker.submit(Job(recorder(order, "training"), PRIORITIES["training"], "b", None)),
+    ]
+    release.set()
+    for f in futures:
+        f.result(10)
+    assert order == ["training", "curation"]
+
+
+def test_clients_take_turns_within_a_priority(one_worker: Scheduler) -> None:
+    release, order = blocker(one_worker), []
+    futures = [one_worker.submit(Job(recorder(order, f"a{i}"), 2, "a", None)) for i in range(3)]
+    futures += [one_worker.submit(Job(recorder(order, f"b{i}"), 2, "b", None)) for i in range(2)]
+    release.set()
+    for f in futures:
+        f.result(10)
+    assert order == ["a0", "b0", "a1", "b1", "a2"]
+
+
+def test_a_job_past_its_deadline_never_runs(one_worker: Scheduler) -> None:
+    release, order = blocker(one_worker), []
+    late = one_worker.submit(Job(recorder(order, "late"), 0, "a", time.monotonic() + 0.05))
+    time.sleep(0.2)
+    release.set()
+    with pytest.raises(DeadlineExceeded):
+        late.result(10)
+    assert order == [] and one_worker.stats.dropped_deadline == 1
+
+
+def test_full_queue_refuses_with_a_retry_after() -> None:
+    sched = Scheduler(workers=1, max_queue=2)
+    try:
+        release = blocker(sched)
+        for _ in range(2):
+            sched.submit(Job(lambda: (None, None), 0, "a", None))
+        with pytest.raises(QueueFull) as info:
+            sched.submit(Job(lambda: (None, None), 0, "a", None))
+        assert info.value.retry_after_s >= 1
+        release.set()
+    finally:
+        sched.close()
+
+
+@pytest.mark.parametrize("failures,calls", [(0, 1), (1, 2), (9, 3)])
+def test_infra_errors_are_retried_a_bounded_number_of_times(
+    one_worker: Scheduler, failures: int, calls: int
+) -> None:
+    made: list[int] = []
+
+    def body() -> tuple[Any, str | None]:
+        made.append(1)
+        return len(made), "broke" if len(made) <= failures else None
+
+    assert one_worker.submit(Job(body, 0, "a", None)).result(10) == calls
+    assert len(made) == calls  # 1 run + at most infra_retries (2) more
+    assert one_worker.stats.infra_retries == calls - 1
+
+
+def test_idempotency_store_shares_the_first_future_and_refuses_other_bodies() -> None:
+    store = IdempotencyStore(ttl_s=60, max_entries=2)
+    first, is_first = store.claim("k", "body-1")
+    again, is_again = store.claim("k", "body-1")
+    assert is_first and not is_again and again is first
+    with pytest.raises(KeyConflict):
+        store.claim("k", "body-2")
+    store.claim("k2", "x")
+    store.claim("k3", "x")
+    assert len(store) == 2  # bounded: the oldest key went
+    _, fresh = store.claim("k", "body-1")
+    assert fresh
+
+
+def test_idempotency_keys_expire() -> None:
+    store = IdempotencyStore(ttl_s=0.05)
+    store.claim("k", "b")
+    time.sleep(0.1)
+    assert store.claim("k", "b")[1] is True

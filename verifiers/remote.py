@@ -1,0 +1,243 @@
+"""The client of the sandbox service: a ``remote`` sandbox backend and its verifier.
+
+``RemoteSandbox`` is what ``make_sandbox("remote", urls=...)`` returns. It declares the
+``whole_verifications`` capability, so ``get_verifier`` hands every family to
+``RemoteVerifier``, which sends whole (task, solution) pairs to ``POST /verify``; the
+verdict is the one the service's own verifier gives. ``RemoteSandbox.run`` goes through
+``/run_code`` (bash) for code that needs a plain run.
+
+``ServiceClient`` spreads requests over the URLs (round robin from a random start), retries
+connection failures and 5xx answers with exponential backoff and full jitter on the next
+URL (failover), honours ``429 Retry-After``, and sends one ``Idempotency-Key`` per logical
+request, the same on every attempt, so a retry that reaches a server which already ran the
+request gets the first answer. The token comes from the environment variable named by
+``token_env`` (default ``TASKSIEVE_SERVICE_TOKEN``).
+
+Not guarded against: a request that a server ran and then died before answering is run
+again on the next server (the servers do not share their idempotency stores).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import threading
+import time
+import uuid
+from typing import Any
+
+from schemas import TaskRecord, Verdict
+from verifiers.families.base import Verifier
+from verifiers.sandbox.base import Capabilities, Execution, Limits, Sandbox, SandboxUnavailable
+
+TOKEN_ENV = "TASKSIEVE_SERVICE_TOKEN"
+RETRYABLE = (429, 500, 502, 503, 504)
+
+
+class RemoteError(RuntimeError):
+    """The service refused the request (4xx other than 429), or every attempt failed."""
+
+
+class ServiceClient:
+    """Thread-safe JSON client over several service URLs with retries and failover."""
+
+    def __init__(
+        self,
+        urls: tuple[str, ...],
+        token: str | None = None,
+        priority: str = "curation",
+        timeout_s: float = 600.0,
+        attempts: int = 8,
+        backoff_s: float = 0.1,
+        max_backoff_s: float = 5.0,
+        client_id: str | None = None,
+    ) -> None:
+        if not urls:
+            raise ValueError("the remote sandbox needs at least one service URL")
+        import urllib3
+
+        self.urls = tuple(u.rstrip("/") for u in urls)
+        self.priority = priority
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.client_id = client_id or f"{os.uname().nodename}:{os.getpid()}"
+        self._headers = {"Content-Type": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        # urllib3 rather than a richer client: the per-request CPU is a cost the fleet pays
+        # on every verification (see benchmarks/service_load.py).
+        self._http = urllib3.PoolManager(
+            maxsize=64, timeout=urllib3.Timeout(connect=5.0, read=timeout_s), retries=False
+        )
+        self._errors = (urllib3.exceptions.HTTPError, OSError)
+        self._next = random.randrange(len(self.urls))
+        self._down_until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._http.clear()
+
+    def _order(self) -> list[str]:
+        """The URLs to try, starting at the next in turn; ones marked down go last."""
+        with self._lock:
+            start = self._next
+            self._next = (self._next + 1) % len(self.urls)
+        order = list(self.urls[start:] + self.urls[:start])
+        now = time.monotonic()
+        return sorted(order, key=lambda u: self._down_until.get(u, 0.0) > now)
+
+    def post(self, path: str, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        """POST ``body`` as JSON and return the JSON answer, retrying as the module says."""
+        headers = {
+            **self._headers,
+            "Idempotency-Key": key or uuid.uuid4().hex,
+            "X-Priority": self.priority,
+            "X-Client-Id": self.client_id,
+        }
+        last = "no attempt made"
+        payload = json.dumps(body).encode()
+        for attempt in range(self.attempts):
+            order = self._order()
+            url = order[attempt % len(order)] if attempt else order[0]
+            wait = min(self.max_backoff_s, self.backoff_s * 2**attempt) * random.random()
+            try:
+                resp = self._http.request("POST", url + path, body=payload, headers=headers)
+            except self._errors as exc:
+                last = f"{url}: {type(exc).__name__}: {exc}"
+                self._down_until[url] = time.monotonic() + 2.0
+                time.sleep(wait)
+                continue
+            if resp.status < 400:
+                answer: dict[str, Any] = json.loads(resp.data)
+                return answer
+            last = f"{url}: HTTP {resp.status}: {resp.data[:300].decode('utf-8', 'replace')}"
+            if resp.status not in RETRYABLE:
+                raise RemoteError(last)
+            if resp.status == 429:
+                wait = max(wait, _retry_after(resp.headers.get("Retry-After")))
+            elif resp.status in (502, 503):
+                self._down_until[url] = time.monotonic() + 2.0
+            time.sleep(min(wait, self.max_backoff_s * 4))
+        raise RemoteError(f"gave up after {self.attempts} attempts; last: {last}")
+
+
+def _retry_after(value: str | None) -> float:
+    try:
+        return max(0.0, float(value)) if value else 0.0
+    except ValueError:
+        return 1.0
+
+
+class RemoteSandbox(Sandbox):
+    """The ``remote`` backend: the sandbox service reached over HTTP."""
+
+    name = "remote"
+    capabilities = Capabilities(whole_verifications=True)
+    python = "python3"
+
+    def __init__(
+        self, urls: tuple[str, ...], token_env: str = TOKEN_ENV, priority: str = "curation"
+    ) -> None:
+        token = os.environ.get(token_env, "").strip() or None
+        try:
+            self.client = ServiceClient(urls, token=token, priority=priority)
+        except ImportError as exc:
+            raise SandboxUnavailable(
+                "the remote sandbox needs urllib3: pip install 'tasksieve[serve]'"
+            ) from exc
+        self.urls = urls
+
+    def describe(self) -> dict[str, str | bool]:
+        return {"backend": self.name, "urls": ",".join(self.urls)}
+
+    def run(
+        self,
+        files: dict[str, bytes | str],
+        command: list[str],
+        limits: Limits,
+        stdin: bytes = b"",
+        collect: tuple[str, ...] = (),
+    ) -> Execution:
+        """Run ``command`` through ``/run_code`` as a bash script (``python3`` is the
+        service's interpreter). Only the wall and memory limits travel (run_code's fields);
+        the others are the server's defaults, and ``limit_hit`` is ``wall`` or None."""
+        import shlex
+
+        encoded = {
+            n: base64.b64encode(c.encode() if isinstance(c, str) else c).decode("ascii")
+            for n, c in files.items()
+        }
+        body = {
+            "language": "bash",
+            "code": "exec " + shlex.join(command) + "\n",
+            "stdin": stdin.decode("utf-8", "replace"),
+            "files": encoded,
+            "fetch_files": list(collect),
+            "run_timeout": limits.wall_s,
+            "memory_limit_MB": limits.memory_mb,
+        }
+        try:
+            answer = self.client.post("/run_code", body)
+        except RemoteError as exc:
+            return Execution(None, b"", b"", 0.0, infra_error=str(exc))
+        result = answer.get("run_result") or {}
+        if answer.get("status") == "SandboxError":
+            return Execution(None, b"", b"", 0.0, infra_error=answer.get("message") or "sandbox")
+        timed_out = result.get("status") == "TimeLimitExceeded"
+        return Execution(
+            exit_code=result.get("return_code"),
+            stdout=(result.get("stdout") or "").encode(),
+            stderr=(result.get("stderr") or "").encode(),
+            duration_s=float(result.get("execution_time") or 0.0),
+            limit_hit="wall" if timed_out else None,
+            files={n: base64.b64decode(d) for n, d in (answer.get("files") or {}).items()},
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class RemoteVerifier(Verifier):
+    """Judges (task, solution) pairs on the service; never raises for a bad solution."""
+
+    def __init__(self, sandbox: Sandbox, family: str) -> None:
+        if not isinstance(sandbox, RemoteSandbox):
+            raise TypeError("RemoteVerifier needs a RemoteSandbox")
+        super().__init__(sandbox)
+        self.remote = sandbox
+        self.family = family
+        self._reference_s: dict[tuple[str, int], float] = {}
+        self._trivial: dict[tuple[str, int], list[str]] = {}
+
+    def verify(self, task: TaskRecord, solution: str) -> Verdict:
+        body: dict[str, Any] = {"task": task.model_dump(mode="json"), "solution": solution}
+        ref = self._reference_s.get((task.id, hash(task.reference_solution)))
+        if ref:
+            body["reference_s"] = ref
+        try:
+            answer = self.remote.client.post("/verify", body)
+        except RemoteError as exc:
+            return Verdict(status="infra_error", detail=f"sandbox service: {exc}")
+        answer.pop("task_id", None)
+        return Verdict.model_validate(answer)
+
+    def calibrate(self, task: TaskRecord, reference_s: float) -> None:
+        """Remember the reference runtime; every later verify of the task sends it along."""
+        key = (task.id, hash(task.reference_solution))
+        self._reference_s[key] = max(self._reference_s.get(key, 0.0), reference_s)
+
+    def trivial_solutions(self, task: TaskRecord) -> list[str]:
+        """The service's verifier's trivial solutions (asked once per task)."""
+        key = (task.id, hash(task.reference_solution))
+        if key not in self._trivial:
+            try:
+                answer = self.remote.client.post(
+                    "/trivial_solutions", {"task": task.model_dump(mode="json")}
+                )
+            except RemoteError:
+                return [""]
+            self._trivial[key] = list(answer["solutions"])
+        return self._trivial[key]

@@ -1,0 +1,173 @@
+"""The ASGI application: routes, bearer-token auth, and errors as JSON with clear codes.
+
+Scheduling facts travel in headers on every work endpoint: ``X-Priority`` (training,
+interactive, curation, batch, or a number; lower runs first; default curation),
+``X-Deadline-S`` (seconds from arrival by which the job must have started),
+``X-Client-Id`` (fairness unit; default the peer address) and ``Idempotency-Key``.
+``/healthz`` and ``/metrics`` need no token (probes and scrapers); everything else does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import logging
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
+
+from schemas import TaskRecord
+from verifiers.sandbox.base import Sandbox
+from verifiers.service import sessions_api
+from verifiers.service.config import ServiceConfig
+from verifiers.service.core import Meta, Service
+from verifiers.service.idempotency import KeyConflict
+from verifiers.service.models import TrivialRequest, VerifyRequest
+from verifiers.service.runcode import BadRequest, RunCodeRequest, plan
+from verifiers.service.scheduler import DeadlineExceeded, QueueFull
+from verifiers.service.sessions import SessionError
+
+log = logging.getLogger(__name__)
+
+
+def error(status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
+
+
+def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
+    """The application for ``cfg``; ``sandbox`` overrides the one ``cfg.backend`` names."""
+    service = Service(cfg, sandbox)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        reaper = asyncio.create_task(_reap(service))
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            await asyncio.to_thread(service.close)
+
+    app = FastAPI(title="tasksieve sandbox service", lifespan=lifespan)
+    app.state.service = service
+
+    def authorize(authorization: str | None = Header(default=None)) -> None:
+        if cfg.token is None:
+            return
+        scheme, _, given = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.encode(), cfg.token.encode()
+        ):
+            raise HTTPException(
+                401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"}
+            )
+
+    async def meta(
+        request: Request,
+        x_priority: str | None = Header(default=None),
+        x_deadline_s: str | None = Header(default=None),
+        x_client_id: str | None = Header(default=None),
+        idempotency_key: str | None = Header(default=None),
+    ) -> Meta:
+        body = await request.body()
+        fingerprint = hashlib.sha256(request.url.path.encode() + b"\0" + body).hexdigest()
+        client = x_client_id or (request.client.host if request.client else "unknown")
+        try:
+            return service.meta(client, x_priority, x_deadline_s, idempotency_key, fingerprint)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from exc
+
+    @app.exception_handler(QueueFull)
+    async def _full(_r: Request, exc: QueueFull) -> Response:
+        retry = str(math.ceil(exc.retry_after_s))
+        return error(429, "queue_full", str(exc), {"Retry-After": retry})
+
+    @app.exception_handler(DeadlineExceeded)
+    async def _late(_r: Request, exc: DeadlineExceeded) -> Response:
+        return error(504, "deadline_exceeded", f"dropped before running: {exc}")
+
+    @app.exception_handler(KeyConflict)
+    async def _conflict(_r: Request, exc: KeyConflict) -> Response:
+        return error(409, "idempotency_key_conflict", str(exc))
+
+    @app.exception_handler(SessionError)
+    async def _session(_r: Request, exc: SessionError) -> Response:
+        return error(exc.status, "session", str(exc))
+
+    @app.exception_handler(HTTPException)
+    async def _http(_r: Request, exc: HTTPException) -> Response:
+        code = {401: "unauthorized", 400: "bad_request", 404: "not_found"}.get(exc.status_code)
+        return error(exc.status_code, code or "error", str(exc.detail), dict(exc.headers or {}))
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        body = {
+            "status": "closing" if service.closing else "ok",
+            "backend": service.sandbox.name,
+            "workers": cfg.workers,
+            "queue_depth": service.scheduler.depth,
+            "in_flight": service.scheduler.in_flight,
+            "sessions": len(service.sessions),
+        }
+        return JSONResponse(body, status_code=503 if service.closing else 200)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    auth = [Depends(authorize)]
+
+    @app.post("/verify", dependencies=auth)
+    async def verify(req: VerifyRequest, m: Meta = Depends(meta)) -> Response:
+        try:
+            raw = req.task_record()
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        task = _task(raw)
+        try:
+            body = service.verify_body(task, req.solution, req.reference_s)
+        except ValueError as exc:
+            raise HTTPException(400, str(exc)) from exc
+        verdict = await service.submit(m, "verify", body)
+        return JSONResponse({"task_id": task.id, **verdict.model_dump()})  # no re-encoding
+
+    @app.post("/trivial_solutions", dependencies=auth)
+    async def trivial(req: TrivialRequest, m: Meta = Depends(meta)) -> Response:
+        task = _task(req.task)
+        solutions = await service.submit(m, "trivial", service.trivial_body(task))
+        return JSONResponse({"task_id": task.id, "solutions": solutions})
+
+    @app.post("/run_code", dependencies=auth)
+    async def run_code(req: RunCodeRequest, m: Meta = Depends(meta)) -> Response:
+        try:
+            plan(req, service.sandbox.python)  # refuse bad requests before queueing
+        except (BadRequest, ValueError) as exc:
+            raise HTTPException(400, str(exc)) from exc
+        resp = await service.submit(m, "run_code", service.run_code_body(req))
+        return Response(resp.model_dump_json(), media_type="application/json")
+
+    sessions_api.add_routes(app, service, auth, meta)
+    return app
+
+
+def _task(raw: dict[str, Any]) -> TaskRecord:
+    try:
+        return TaskRecord.model_validate(raw)
+    except ValidationError as exc:
+        raise HTTPException(400, f"not a valid task record: {exc}") from exc
+
+
+async def _reap(service: Service) -> None:
+    """End expired sessions every ``reap_interval_s``."""
+    while True:
+        await asyncio.sleep(service.cfg.reap_interval_s)
+        try:
+            await asyncio.to_thread(service.sessions.reap)
+        except OSError as exc:  # a directory that will not go away must not stop the reaper
+            log.warning("session reaper: %s", exc)

@@ -1,0 +1,1 @@
+"""Programs that run inside the sandbox for the service (standard library only)."""

@@ -1,0 +1,27 @@
+"""Run one server: the app on uvicorn, bound where ``ServiceConfig`` says."""
+
+from __future__ import annotations
+
+import logging
+
+from verifiers.service.config import ServiceConfig, is_loopback
+
+log = logging.getLogger(__name__)
+
+
+def serve(cfg: ServiceConfig, log_level: str = "warning") -> None:
+    """Serve until interrupted; SIGTERM drains (answers in-flight requests, then exits)."""
+    import uvicorn
+
+    from verifiers.service.app import create_app
+
+    if not is_loopback(cfg.host):
+        log.warning("serving on %s: every client that can reach it needs the token", cfg.host)
+    uvicorn.run(
+        create_app(cfg),
+        host=cfg.host,
+        port=cfg.port,
+        log_level=log_level,
+        timeout_graceful_shutdown=60,
+        access_log=False,
+    )

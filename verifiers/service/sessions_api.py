@@ -1,0 +1,127 @@
+"""The ``/sessions`` routes: create, inspect, exec, put/get/list files, delete.
+
+Execs go through the scheduler like any other sandbox work (priority, deadline,
+idempotency); creating, reading and deleting are cheap and answered at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.params import Depends
+from fastapi.responses import Response
+
+from verifiers.sandbox.base import Limits
+from verifiers.service.core import Meta, Service
+from verifiers.service.models import SessionCreate, SessionExec
+from verifiers.service.sessions import ExecResult, Session
+
+PYTHON_NAMES = ("python", "python3")
+
+
+def _info(session: Session) -> dict[str, Any]:
+    return {
+        "session_id": session.id,
+        "expires_in_s": round(session.expires_in, 3),
+        "limits": {
+            "memory_mb": session.limits.memory_mb,
+            "cpu_s": session.limits.cpu_s,
+            "max_processes": session.limits.max_processes,
+        },
+    }
+
+
+def _exec_answer(res: ExecResult) -> dict[str, Any]:
+    ex = res.execution
+    return {
+        "exit_code": res.exit_code,
+        "timed_out": res.timed_out,
+        "stdout": ex.stdout.decode("utf-8", "replace"),
+        "stderr": ex.stderr.decode("utf-8", "replace"),
+        "duration_s": round(ex.duration_s, 6),
+        "limit_hit": ex.limit_hit,
+        "infra_error": ex.infra_error,
+        "files": res.files,
+        "dropped": res.dropped,
+        "files_kept": res.files_kept,
+    }
+
+
+def argv_of(req: SessionExec, python: str) -> list[str]:
+    """The command to run: ``command`` (python/python3 mean the sandbox's interpreter) or
+    the snippet through ``python -c`` / ``bash -c``."""
+    if (req.command is None) == (req.code is None):
+        raise HTTPException(400, "give exactly one of command (argv list) or code (a snippet)")
+    if req.command is not None:
+        head = python if req.command[0] in PYTHON_NAMES else req.command[0]
+        return [head, *req.command[1:]]
+    assert req.code is not None
+    return [python, "-c", req.code] if req.language == "python" else ["/bin/bash", "-c", req.code]
+
+
+def add_routes(
+    app: FastAPI, service: Service, auth: Sequence[Depends], meta: Callable[..., Any]
+) -> None:
+    """Register the session routes on ``app`` (all behind ``auth``)."""
+    store = service.sessions
+    cfg = service.cfg
+    deps = list(auth)
+
+    @app.post("/sessions", dependencies=deps, status_code=201)
+    async def create(req: SessionCreate) -> dict[str, Any]:
+        ttl = min(req.ttl_s or cfg.session_ttl_s, cfg.max_session_ttl_s)
+        limits = Limits(
+            wall_s=req.cpu_s,
+            cpu_s=req.cpu_s,
+            memory_mb=req.memory_mb,
+            max_processes=req.max_processes,
+        )
+        return _info(store.create(limits, ttl))
+
+    @app.get("/sessions/{sid}", dependencies=deps)
+    async def info(sid: str) -> dict[str, Any]:
+        session = store.get(sid)
+        return {**_info(session), "files": store.list_files(session)}
+
+    @app.delete("/sessions/{sid}", dependencies=deps)
+    async def delete(sid: str) -> dict[str, Any]:
+        if not await asyncio.to_thread(store.delete, sid):
+            raise HTTPException(404, f"no session {sid!r}")
+        return {"session_id": sid, "deleted": True}
+
+    @app.post("/sessions/{sid}/exec", dependencies=deps)
+    async def exec_(sid: str, req: SessionExec, request: Request) -> dict[str, Any]:
+        session = store.get(sid)
+        m: Meta = await meta(
+            request,
+            request.headers.get("x-priority"),
+            request.headers.get("x-deadline-s"),
+            request.headers.get("x-client-id"),
+            request.headers.get("idempotency-key"),
+        )
+        argv = argv_of(req, service.sandbox.python)
+
+        def body() -> tuple[ExecResult, str | None]:
+            res = store.exec(session, argv, req.stdin.encode(), req.timeout_s)
+            return res, res.execution.infra_error
+
+        return _exec_answer(await service.submit(m, "session_exec", body))
+
+    @app.get("/sessions/{sid}/files", dependencies=deps)
+    async def list_files(sid: str) -> dict[str, Any]:
+        return {"files": store.list_files(store.get(sid))}
+
+    @app.put("/sessions/{sid}/files/{name:path}", dependencies=deps)
+    async def put_file(sid: str, name: str, request: Request) -> dict[str, Any]:
+        session = store.get(sid)
+        data = await request.body()
+        await asyncio.to_thread(store.put_file, session, name, data)
+        return {"name": name, "bytes": len(data)}
+
+    @app.get("/sessions/{sid}/files/{name:path}", dependencies=deps)
+    async def get_file(sid: str, name: str) -> Response:
+        data = await asyncio.to_thread(store.get_file, store.get(sid), name)
+        return Response(data, media_type="application/octet-stream")
