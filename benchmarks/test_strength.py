@@ -45,6 +45,7 @@ class Row:
     survived: int
     equivalent: int
     infra_errors: int
+    unprobed: int
     score: float | None
     seconds: float
     ambiguous: bool
@@ -83,6 +84,7 @@ def measure(
                     survived=rep.survived,
                     equivalent=rep.equivalent,
                     infra_errors=rep.infra_errors,
+                    unprobed=rep.unprobed,
                     score=rep.score,
                     seconds=time.monotonic() - t0,
                     ambiguous=amb.ambiguous(acfg),
@@ -115,6 +117,7 @@ def summary(rows: list[Row], wall_s: float) -> str:
     lines = [
         f"problems: {len(rows)}; mutants made {made}, killed {sum(r.killed for r in rows)}, "
         f"survived {sum(r.survived for r in rows)}, equivalent {sum(r.equivalent for r in rows)}, "
+        f"unprobed {sum(r.unprobed for r in rows)}, "
         f"undecided (infra) {sum(r.infra_errors for r in rows)}",
         f"mutation score: mean {statistics.fmean(scored):.3f}, median "
         f"{statistics.median(scored):.3f} over {len(scored)} scored problems"

@@ -30,7 +30,8 @@ PROG = "tasksieve query"
 
 _EPILOG = """\
 views:  tasks (verifier as a typed struct), tasks_code / tasks_sql / tasks_api / tasks_config,
-        rejected, rollouts, runs, current_run, stage_counters, stages, family_summary
+        rejected, rollouts, runs, current_run, stage_counters, stages, family_summary,
+        task_reliability (mutation score, probes agreed), surviving_mutants (one per survivor)
 macros: pass_rate_histogram(bins := 10), funnel(), rejection_reasons(), rollouts_of('ID'),
         checks_of('ID'), task_fate('ID')
 examples:

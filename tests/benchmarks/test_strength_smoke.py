@@ -22,7 +22,7 @@ def test_quick_run_prints_the_score_table(capsys: pytest.CaptureFixture) -> None
 
 def test_summary_lists_problems_with_survivors_worst_first() -> None:
     def row(task_id: str, score: float | None, survived: int) -> bench.Row:
-        return bench.Row(task_id, 4, 4 - survived, survived, 0, 0, score, 1.0, False, 0, 3,
+        return bench.Row(task_id, 4, 4 - survived, survived, 0, 0, 0, score, 1.0, False, 0, 3,
                          f"py.x at line 1 survives on {task_id}\n-diff")  # fmt: skip
 
     text = bench.summary([row("A", 0.5, 2), row("B", 1.0, 0), row("C", 0.75, 1)], 3.0)

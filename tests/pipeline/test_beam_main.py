@@ -29,6 +29,11 @@ DASHED: list[tuple[str, str | None]] = [
     ("--shingle-size", "4"),
     ("--num-perm", "64"),
     ("--benchmark-field", "text"),
+    ("--min-mutation-score", "0.5"),
+    ("--max-mutants", "4"),
+    ("--ambiguity-threshold", "0.2"),
+    ("--no-weak-tests", None),
+    ("--no-ambiguity", None),
 ]
 
 
