@@ -34,6 +34,7 @@ DASHED: list[tuple[str, str | None]] = [
     ("--ambiguity-threshold", "0.2"),
     ("--no-weak-tests", None),
     ("--no-ambiguity", None),
+    ("--sandbox-url", "http://127.0.0.1:8000"),
 ]
 
 
