@@ -30,6 +30,7 @@ from transforms.samplers import (
 )
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily
 from verifiers.registry import VerifierCache
+from verifiers.rewards import Reward, reward
 
 log = logging.getLogger("tasksieve.rollouts")
 ROLLOUTS = "rollouts"
@@ -165,6 +166,7 @@ class VerifyFn(beam.DoFn):
             zip(samples.completions, solutions, verdicts, strict=True)
         ):
             count(f"verify.{verdict.status}")
+            scored = reward(verdict, task.reward, item.reference_s)
             row = Rollout(
                 task_id=task.id,
                 family=task.family,
@@ -175,6 +177,8 @@ class VerifyFn(beam.DoFn):
                 solution=sol,
                 verdict=verdict,
                 run_id=self.run_id,
+                reward=scored.value if isinstance(scored, Reward) else None,
+                reward_components=scored.components if isinstance(scored, Reward) else None,
             )
             yield beam.pvalue.TaggedOutput(ROLLOUTS, row.model_dump())
         if infra:
