@@ -28,7 +28,7 @@ train-demo: setup
 		--sampler replay --replay examples/replay/completions.jsonl --samples 4
 	$(BIN)/tasksieve train --tasks $(OUT)/train-demo-tasks --output $(OUT)/train-demo-ckpt \
 		--overwrite --families code sql --steps 3 --prompts-per-step 2 --num-generations 4 \
-		--max-completion-length 64 --curriculum band
+		--max-completion-length 64 --curriculum band --cpu-threads 1
 
 lint: setup
 	$(BIN)/ruff check .

@@ -26,7 +26,7 @@ from schemas.strict import STRICT
 
 RewardKind = Literal["binary", "fraction"]
 LimitName = Literal["wall", "cpu", "memory", "output"]
-LIMIT_NAMES: tuple[str, ...] = ("wall", "cpu", "memory", "output")
+LIMIT_NAMES: tuple[LimitName, ...] = ("wall", "cpu", "memory", "output")
 REWARD_MIN, REWARD_MAX = -2.0, 1.0
 """Bounds of any reward value: a base in [0, 1] less two penalties of at most 1 each."""
 

@@ -126,6 +126,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="none",
         help="trainer reporting: none, tensorboard, wandb, ... (comma-separated)",
     )
+    p.add_argument(
+        "--cpu-threads",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="torch threads on the CPU (default: torch's choice); 1 on a shared or "
+        "oversubscribed machine, where idle-spinning threads can slow steps many times over",
+    )
     p.add_argument("--quiet", action="store_true", help="only errors on stderr")
 
 

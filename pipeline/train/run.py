@@ -183,6 +183,7 @@ def _settings(args: argparse.Namespace, output: Path) -> Any:
 
 def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> int:
     import datasets
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -191,6 +192,8 @@ def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> 
 
     if args.quiet:
         hf_logging.set_verbosity_error()
+    if args.cpu_threads:
+        torch.set_num_threads(args.cpu_threads)
     model_dir = p.model_dir or ensure_default_model()
     model_id = str(p.model_dir) if p.model_dir else DEFAULT_MODEL_ID
     order = schedule(
@@ -216,7 +219,7 @@ def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> 
     trainer.train()
     took = time.perf_counter() - start
     meta = lineage(p, args, model_id)
-    trainer.model.config.tasksieve_lineage = meta
+    model.config.tasksieve_lineage = meta  # saved into the checkpoint's config.json
     trainer.save_model(str(p.output))
     tokenizer.save_pretrained(str(p.output))
     (p.output / LINEAGE_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

@@ -91,7 +91,7 @@ def grpo_config(s: TrainSettings) -> GRPOConfig:
     )
 
 
-class TimedGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
+class TimedGRPOTrainer(GRPOTrainer):
     """GRPOTrainer that logs the seconds each generation batch took."""
 
     generate_seconds: float = 0.0
@@ -103,11 +103,11 @@ class TimedGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         finally:
             seconds = time.perf_counter() - start
             self.generate_seconds += seconds
-            mode = "train" if self.model.training else "eval"
+            mode = "train" if self.model is None or self.model.training else "eval"
             self._metrics[mode]["tasksieve/generate_seconds"].append(seconds)
 
 
-class MetricsLog(TrainerCallback):  # type: ignore[misc]
+class MetricsLog(TrainerCallback):
     """Append each logged row (step, loss, rewards, timings) to a JSON Lines file."""
 
     def __init__(self, path: Path) -> None:

@@ -43,7 +43,7 @@ def trained(curated: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     argv = ["train", "--tasks", str(curated), "--output", str(out), "--quiet"]
     argv += ["--families", "code", "sql", "--steps", str(STEPS), "--seed", "1"]
     argv += ["--prompts-per-step", str(PROMPTS), "--num-generations", str(GENERATIONS)]
-    argv += ["--max-completion-length", "32", "--curriculum", "band"]
+    argv += ["--max-completion-length", "32", "--curriculum", "band", "--cpu-threads", "1"]
     assert main(argv) == 0
     return out
 
