@@ -85,7 +85,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--prompts-per-step", type=positive_int, default=2, help="prompts per step per device"
     )
     p.add_argument("--max-completion-length", type=positive_int, default=256)
-    p.add_argument("--max-prompt-chars", type=positive_int, default=8000)
     p.add_argument("--learning-rate", type=float, default=1e-6)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--beta", type=_non_negative, default=0.0, help="KL coefficient")

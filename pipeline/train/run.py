@@ -15,6 +15,7 @@ import json
 import shutil
 import sys
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -184,7 +185,7 @@ def _settings(args: argparse.Namespace, output: Path) -> Any:
 def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> int:
     import datasets
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from transformers.utils import logging as hf_logging
 
     from pipeline.train.trainer import MetricsLog, TimedGRPOTrainer, grpo_config
@@ -192,6 +193,8 @@ def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> 
 
     if args.quiet:
         hf_logging.set_verbosity_error()
+        # transformers' notices about renamed options TRL still passes (not ours to fix)
+        warnings.filterwarnings("ignore", category=FutureWarning)
     if args.cpu_threads:
         torch.set_num_threads(args.cpu_threads)
     model_dir = p.model_dir or ensure_default_model()
@@ -214,6 +217,8 @@ def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> 
         processing_class=tokenizer,
         callbacks=[MetricsLog(p.output / METRICS_FILE)],
     )
+    if args.quiet:  # with tqdm off, transformers prints every log row instead
+        trainer.remove_callback(PrinterCallback)
     _say(args, f"training on {len(p.tasks)} tasks of run {p.manifest.run_id} ({model_id})")
     start = time.perf_counter()
     trainer.train()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
@@ -87,6 +88,7 @@ def grpo_config(s: TrainSettings) -> GRPOConfig:
         gradient_checkpointing=s.gradient_checkpointing,
         disable_tqdm=s.quiet,
         dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
         **extra,
     )
 
