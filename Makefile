@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tasksieve-installed
 OUT    ?= out
 
-.PHONY: setup demo test lint typecheck unit schemas bench clean
+.PHONY: setup demo train-demo test lint typecheck unit schemas bench clean
 
 setup: $(STAMP)
 
@@ -20,6 +20,15 @@ $(STAMP): pyproject.toml Makefile
 
 demo: setup
 	$(BIN)/tasksieve curate --input examples/tasks --output $(OUT) --overwrite --samples 4
+
+# curate the examples with the replay sampler, then a few GRPO steps on the CPU (train extra)
+train-demo: setup
+	$(PY) -m pip install -q -e '.[train]'
+	$(BIN)/tasksieve curate --input examples/tasks --output $(OUT)/train-demo-tasks --overwrite \
+		--sampler replay --replay examples/replay/completions.jsonl --samples 4
+	$(BIN)/tasksieve train --tasks $(OUT)/train-demo-tasks --output $(OUT)/train-demo-ckpt \
+		--overwrite --families code sql --steps 3 --prompts-per-step 2 --num-generations 4 \
+		--max-completion-length 64 --curriculum band --cpu-threads 1
 
 lint: setup
 	$(BIN)/ruff check .

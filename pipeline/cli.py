@@ -32,6 +32,7 @@ from pipeline import (  # noqa: E402
     verify_cmd,
 )
 from pipeline import validate as validate_cmd  # noqa: E402
+from pipeline.train import cli as train_cli  # noqa: E402
 
 # Subcommand -> "module:function" imported only when that subcommand runs.
 RUNNERS: dict[str, str] = {
@@ -44,6 +45,7 @@ RUNNERS: dict[str, str] = {
     "query": "pipeline.query_cmd:run",
     "report": "pipeline.report_cmd:run",
     "check": "pipeline.check_cmd:run",
+    "train": "pipeline.train.cli:run",
     "serve": "pipeline.serve_cmd:run",
 }
 
@@ -104,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     query_cmd.add_parser(sub)
     report_cmd.add_parser(sub)
     check_cmd.add_parser(sub)
+    train_cli.add_parser(sub)
     serve_cmd.add_parser(sub)
     completion_cmd.add_parser(sub)
     return parser

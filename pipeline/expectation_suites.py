@@ -32,6 +32,7 @@ from pydantic import BaseModel
 from schemas import CuratedTask, RejectedRecord, Rollout
 from schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
 from schemas.records import VerdictStatus
+from schemas.reward import REWARD_MAX, REWARD_MIN
 from transforms.reasons import reason_regex
 
 SCHEMAS: dict[str, pa.Schema] = {
@@ -234,6 +235,12 @@ def rollouts_suite(facts: RunFacts) -> gx.ExpectationSuite:
                 column="verdict.tests_passed", min_value=0, meta=_meta("tests_passed >= 0")
             ),
             _ge("verdict.tests_total", "verdict.tests_passed", "tests_passed <= tests_total"),
+            gxe.ExpectColumnValuesToBeBetween(
+                column="reward",
+                min_value=REWARD_MIN,
+                max_value=REWARD_MAX,
+                meta=_meta("reward within its bounds (null only for infra_error)"),
+            ),
         ],
     )
 

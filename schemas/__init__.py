@@ -15,6 +15,7 @@ from schemas.records import (
     Verdict,
     VerdictStatus,
 )
+from schemas.reward import LimitPenalty, RewardComponents, RewardSpec, RuntimePenalty
 from schemas.task import (
     FAMILIES,
     SCHEMA_VERSION,
@@ -41,11 +42,15 @@ __all__ = [
     "Finding",
     "GateResult",
     "IOCase",
+    "LimitPenalty",
     "Lineage",
     "Manifest",
     "PolicyCheck",
     "RejectedRecord",
+    "RewardComponents",
+    "RewardSpec",
     "Rollout",
+    "RuntimePenalty",
     "SourceInfo",
     "SqlCompare",
     "SqlSpec",

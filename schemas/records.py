@@ -8,11 +8,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from pydantic.json_schema import JsonDict
 
+from schemas.reward import RewardComponents, RewardSpec
 from schemas.strict import STRICT
 from schemas.task import SCHEMA_VERSION, TaskRecord
 
 JSON_TEXT: JsonDict = {"contentMediaType": "application/json"}
 """Marks a string field that holds JSON text (Parquet: the JSON logical type)."""
+
+DEFAULT_REWARD_JSON = json.dumps(
+    RewardSpec().model_dump(mode="json"), sort_keys=True, separators=(",", ":")
+)
+"""The default reward spec (binary) as canonical JSON text."""
 
 VerdictStatus = Literal["pass", "fail", "timeout", "error", "infra_error"]
 Difficulty = Literal["too_easy", "keep", "too_hard"]
@@ -70,6 +76,12 @@ class Rollout(_Rec):
     solution: str
     verdict: Verdict
     run_id: str
+    reward: float | None = Field(
+        default=None,
+        description="The verdict scored by the task's reward spec; null for an infra_error "
+        "(no reward: the verdict says nothing about the solution).",
+    )
+    reward_components: RewardComponents | None = None
 
 
 class GateResult(_Rec):
@@ -165,6 +177,11 @@ class CuratedTask(_Rec):
         description="The task's metadata object as canonical JSON text (sorted keys).",
         json_schema_extra=JSON_TEXT,
     )
+    reward: str = Field(
+        default=DEFAULT_REWARD_JSON,
+        description="The task's reward spec as canonical JSON text.",
+        json_schema_extra=JSON_TEXT,
+    )
     n: int = Field(description="Samples obtained and verified (k of n passed).")
     k: int
     n_requested: int = Field(
@@ -202,6 +219,7 @@ class CuratedTask(_Rec):
                 },
                 "tags": self.tags,
                 "metadata": json.loads(self.metadata),
+                "reward": json.loads(self.reward),
             }
         )
 

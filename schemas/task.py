@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from schemas.reward import RewardSpec
 from schemas.strict import STRICT, JsonInt, JsonObject
 
 SCHEMA_VERSION = "1.0"
@@ -258,6 +259,10 @@ class TaskRecord(_Strict):
         default_factory=dict,
         description="Anything else the author wants kept with the task (any JSON object); "
         "carried whole into the kept task's metadata column.",
+    )
+    reward: RewardSpec = Field(
+        default_factory=RewardSpec,
+        description="How verdicts become rewards (default: binary, 1 for pass else 0).",
     )
 
     @model_validator(mode="after")

@@ -40,6 +40,7 @@ from transforms.stats import BandConfig
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily
 from verifiers.registry import VerifierCache
 from verifiers.retry import RetryPolicy, verify_with_retry
+from verifiers.rewards import Reward, reward
 
 log = logging.getLogger("tasksieve.rollouts")
 ROLLOUTS = "rollouts"
@@ -190,6 +191,7 @@ class VerifyFn(beam.DoFn):
             zip(samples.completions, solutions, verdicts, strict=True)
         ):
             count(f"verify.{verdict.status}")
+            earned = reward(verdict, task.reward, item.reference_s)
             row = Rollout(
                 task_id=task.id,
                 family=task.family,
@@ -200,6 +202,8 @@ class VerifyFn(beam.DoFn):
                 solution=sol,
                 verdict=verdict,
                 run_id=self.run_id,
+                reward=earned.value if isinstance(earned, Reward) else None,
+                reward_components=earned.components if isinstance(earned, Reward) else None,
             )
             yield beam.pvalue.TaggedOutput(ROLLOUTS, row.model_dump())
         scored = [v for v in verdicts if v.status != "infra_error"]

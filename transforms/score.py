@@ -36,6 +36,7 @@ def curated_row(s: Scored, run_id: str, fingerprint: str, difficulty: Difficulty
         source_author=task.source.author,
         tags=list(task.tags),
         metadata=canonical_json(task.metadata),
+        reward=canonical_json(task.reward.model_dump(mode="json")),
         n=s.n,
         k=s.k,
         n_requested=s.requested,

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from benchmarks import sandbox_throughput, service_load, sql_throughput
+from benchmarks import reward_throughput, sandbox_throughput, service_load, sql_throughput
 from benchmarks.humaneval_jobs import jobs as code_jobs
 from benchmarks.sql_jobs import jobs as sql_jobs
 
@@ -25,6 +25,24 @@ def test_sandbox_quick_run_gets_every_expected_verdict(capsys: pytest.CaptureFix
 def test_sql_quick_run_setups_agree(capsys: pytest.CaptureFixture) -> None:
     assert sql_throughput.main(["--quick"]) == 0
     assert "all setups agree with the intended ones in every round" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_reward_quick_run_verdicts_agree(capsys: pytest.CaptureFixture) -> None:
+    argv = ["--prompts", "2", "--completions", "2", "--rounds", "1", "--workers", "2"]
+    assert reward_throughput.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "identical across the three ways and as constructed" in out
+    assert "| processes |" in out
+
+
+def test_reward_batch_groups_right_and_wrong_per_prompt() -> None:
+    tasks, texts, expect = reward_throughput.batch(3, 4)
+    assert len(tasks) == len(texts) == 12
+    assert [t.id for t in tasks[:4]] == [tasks[0].id] * 4
+    assert expect == [True, False] * 6
+    assert texts[0] != texts[1]
 
 
 @pytest.mark.slow

@@ -36,6 +36,8 @@ HEAVY = (
     "apache_beam",
     "torch",
     "transformers",
+    "trl",
+    "datasets",
     "transforms.samplers",
     "transforms.decontaminate",
     "transforms.dedup",

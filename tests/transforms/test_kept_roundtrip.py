@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 
-from schemas import CuratedTask, TaskRecord
+from schemas import CuratedTask, RewardSpec, TaskRecord
 from schemas.validation import validate_record
 from transforms.items import Item, Scored
 from transforms.score import Filter
@@ -40,6 +40,11 @@ RICH_METADATA: dict[str, Any] = {
     "large_text": BIG,
     "keys with spaces and 'quotes' \"too\"": "v",
     "": "empty key",
+}
+RICH_REWARD: dict[str, Any] = {
+    "kind": "fraction",
+    "runtime": {"over": 3.5, "weight": 0.25, "cap": 1},
+    "limits": {"weight": 0.5, "limits": ["memory", "output"]},
 }
 FULL_SOURCE = {
     "dataset": "ds/ünïcode",
@@ -73,6 +78,7 @@ def _rich(examples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rich["metadata"] = RICH_METADATA
         rich["source"] = FULL_SOURCE
         rich["tags"] = ["ünïcode", "", "a,b"]
+        rich["reward"] = RICH_REWARD
         out.append(rich)
         bare = copy.deepcopy(base)
         bare["id"] = f"{base['id']}.bare"
@@ -135,7 +141,15 @@ def test_rich_metadata_and_source_come_back_whole(shards: Path, task_id: str) ->
     )
 
 
-@pytest.mark.parametrize("column", ["metadata", "verifier"])
+@pytest.mark.parametrize("task_id", sorted(i for i in RECORDS if i.endswith(".rich")))
+def test_reward_spec_comes_back_whole(shards: Path, task_id: str) -> None:
+    row = _kept(shards)[task_id]
+    assert RewardSpec.model_validate(json.loads(row["reward"])) == RewardSpec.model_validate(
+        RICH_REWARD
+    )
+
+
+@pytest.mark.parametrize("column", ["metadata", "verifier", "reward"])
 def test_json_columns_use_the_parquet_json_type(shards: Path, column: str) -> None:
     for f in (shards / "tasks").rglob("*.parquet"):
         assert pq.read_schema(f).field(column).type == pa.json_()
