@@ -48,6 +48,7 @@ class CurateConfig:
         data = self.as_dict()
         for key in ("output", "overwrite", "runner", "beam_args", "expectations"):
             data.pop(key)
-        data["sampler"].pop("cache_dir", None)
+        for key in ("cache_dir", "max_concurrency", "api_key_env"):  # how, not what
+            data["sampler"].pop(key, None)
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

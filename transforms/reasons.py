@@ -39,6 +39,7 @@ REASONS: frozenset[str] = frozenset(
         "gate.trivial_passes",
         "gate.infra_error",
         "rollouts.no_samples",
+        "rollouts.sampler_error",
         "verify.infra_error",
         "filter.too_easy",
         "filter.too_hard",

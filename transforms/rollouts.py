@@ -128,6 +128,19 @@ class VerifyFn(beam.DoFn):
             self.sandbox_counted = True
         item, samples = pair
         task = item.task
+        if samples.error is not None:  # the sampler failed the task for good
+            yield rejected(
+                rejection(
+                    stage="rollouts",
+                    reason="rollouts.sampler_error",
+                    detail=samples.error,
+                    run_id=self.run_id,
+                    item=item,
+                    n=0,
+                    n_requested=samples.requested,
+                )
+            )
+            return
         if not samples.completions:
             yield rejected(
                 rejection(
@@ -175,6 +188,7 @@ class VerifyFn(beam.DoFn):
                 solution=sol,
                 verdict=verdict,
                 run_id=self.run_id,
+                **samples.columns(i),
             )
             yield beam.pvalue.TaggedOutput(ROLLOUTS, row.model_dump())
         if infra:

@@ -10,7 +10,6 @@ counts or batch paddings (float rounding can flip a near-tie token, rarely).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
@@ -21,9 +20,12 @@ from typing import Any
 
 from apache_beam.ml.inference.base import ModelHandler
 
-from transforms.samplers.config import SamplerConfig, SampleRequest, Samples
+from transforms.samplers.config import CompletionMeta, SamplerConfig, SampleRequest, Samples
 from transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
-from transforms.samplers.prompts import render_messages
+from transforms.samplers.prompts import prompt_hash, render_messages
+from transforms.samplers.seeds import sample_seed
+
+__all__ = ["LoadedModel", "TransformersModelHandler", "cpu_threads", "sample_seed"]
 
 _EXTRA = "pip install 'tasksieve[cpu]'"
 _LOG = logging.getLogger(__name__)
@@ -37,12 +39,6 @@ def _need_torch() -> Any:
     except ImportError as e:
         raise ImportError(f"the transformers sampler needs torch and transformers: {_EXTRA}") from e
     return torch
-
-
-def sample_seed(seed: int, task_id: str, index: int) -> int:
-    """Deterministic 63-bit seed for sample ``index`` of ``task_id`` under run seed ``seed``."""
-    digest = hashlib.sha256(f"{seed}\x00{task_id}\x00{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
 
 
 def cpu_threads() -> int:
@@ -176,14 +172,27 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         groups = [list(batch)] if self._batched else [[req] for req in batch]
         out: list[Samples] = []
         for group in groups:
-            for req, comps in zip(group, self.generate(group, model), strict=True):
+            for req, (comps, meta) in zip(group, self.draw(group, model), strict=True):
                 out.append(
-                    Samples(req.task_id, comps, self.model_id(), "transformers", self._cfg.samples)
+                    Samples(
+                        req.task_id,
+                        comps,
+                        self.model_id(),
+                        "transformers",
+                        self._cfg.samples,
+                        meta=meta,
+                    )
                 )
         return out
 
     def generate(self, requests: Sequence[SampleRequest], model: LoadedModel) -> list[list[str]]:
         """K completions for each request, generated together with left padding."""
+        return [texts for texts, _ in self.draw(requests, model)]
+
+    def draw(
+        self, requests: Sequence[SampleRequest], model: LoadedModel
+    ) -> list[tuple[list[str], list[CompletionMeta]]]:
+        """K completions for each request, with how each was drawn (see ``generate``)."""
         if not requests:
             return []
         torch = _need_torch()
@@ -208,6 +217,7 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
             eos_token_id=eos,
             pad_token_id=tok.pad_token_id,
         )
+        start = time.monotonic()
         with torch.inference_mode():
             generated = model.model.generate(
                 input_ids=input_ids,
@@ -220,10 +230,50 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
                     [_FenceClosed(tok, input_ids.shape[1])] if cfg.stop_after_code else []
                 ),
             )
+        latency = round(time.monotonic() - start, 4)
         new = generated[:, input_ids.shape[1] :]
         decoded = tok.batch_decode(new, skip_special_tokens=True)
         if len(decoded) != k * len(requests):  # slicing would silently hand a task fewer
             raise RuntimeError(
                 f"generate returned {len(decoded)} sequences for {len(requests)} tasks x {k}"
             )
-        return [decoded[i * k : (i + 1) * k] for i in range(len(requests))]
+        eos_ids = {eos} if isinstance(eos, int) else set(eos)
+        hashes = [prompt_hash(render_messages(r)) for r in requests]
+        metas = []
+        for row in range(len(decoded)):
+            used, finish = completion_length(
+                new[row].tolist(), eos_ids, tok.pad_token_id, cfg.max_new_tokens
+            )
+            metas.append(
+                CompletionMeta(
+                    prompt_hash=hashes[row // k],
+                    temperature=cfg.temperature,
+                    top_p=cfg.top_p,
+                    seed=seeds[row],
+                    max_tokens=cfg.max_new_tokens,
+                    prompt_tokens=int(attention[row].sum()),
+                    completion_tokens=used,
+                    finish_reason=finish,
+                    latency_s=latency,
+                )
+            )
+        return [
+            (decoded[i * k : (i + 1) * k], metas[i * k : (i + 1) * k]) for i in range(len(requests))
+        ]
+
+
+def completion_length(
+    ids: list[int], eos_ids: set[int], pad_id: int | None, max_new_tokens: int
+) -> tuple[int, str]:
+    """Tokens a row really generated (up to and including its end token), and why it stopped.
+
+    ``stop``: it wrote an end token, or a stopping criterion (the closed code fence) ended it
+    and the rest of the row is padding; ``length``: it ran to ``max_new_tokens``.
+    """
+    for i, tok in enumerate(ids):
+        if tok in eos_ids:
+            return i + 1, "stop"
+    used = len(ids)
+    while used and pad_id is not None and ids[used - 1] == pad_id:
+        used -= 1
+    return used, "length" if used >= max_new_tokens else "stop"

@@ -1,0 +1,251 @@
+"""A real ``transformers serve`` process for tests, and a fault-injecting proxy in front of it.
+
+``ServeProcess`` runs the OpenAI-compatible server of ``transformers`` on a loopback port with
+a local model directory, offline (it must never reach a model hub). ``FaultProxy`` forwards
+each HTTP request to it unchanged unless its plan says otherwise for that request (by arrival
+index): answer 429 with Retry-After, answer 503, or reset the connection. A request the
+server cannot take (it is down) resets the client's connection, as the server itself would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_command() -> str | None:
+    """The ``transformers`` CLI beside this interpreter, or on PATH (None: not installed)."""
+    import sys
+
+    beside = Path(sys.executable).with_name("transformers")
+    return str(beside) if beside.is_file() else shutil.which("transformers")
+
+
+@dataclass
+class ServeProcess:
+    """``transformers serve MODEL_DIR`` on 127.0.0.1:port, offline, on the CPU."""
+
+    model_dir: Path
+    port: int
+    log_path: Path
+    threads: int = 1
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 180.0) -> None:
+        """Start the server and wait until it answers /health (raises with its log if not)."""
+        cli = serve_command()
+        if cli is None:
+            raise RuntimeError("the transformers CLI is not installed")
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "OMP_NUM_THREADS": str(self.threads),
+        }
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                cli,
+                "serve",
+                str(self.model_dir),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--device",
+                "cpu",
+                "--log-level",
+                "warning",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its own process group: kill() reaches its children
+        )
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"transformers serve exited: {self.log_tail()}")
+            if self.healthy():
+                return
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"transformers serve did not come up: {self.log_tail()}")
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group (no clean shutdown) and reap it."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        """Terminate the server (SIGKILL after 15 s)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+    def log_tail(self, chars: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"
+
+
+Plan = Callable[[int], str]
+"""Action for the request with this arrival index: forward, 429, 503 or reset."""
+
+
+@dataclass
+class Seen:
+    """One request the proxy saw."""
+
+    index: int
+    action: str
+    at: float
+    path: str
+    outcome: str = ""
+
+
+@dataclass
+class FaultProxy:
+    """An HTTP proxy on a free loopback port in front of ``upstream_port``."""
+
+    upstream_port: int
+    plan: Plan = lambda i: "forward"
+    retry_after: str = "1"
+    on_upstream_error: Callable[[int], None] | None = None
+    seen: list[Seen] = field(default_factory=list)
+    gate: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+
+    def __post_init__(self) -> None:
+        self.gate.set()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> FaultProxy:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                proxy.handle(self, b"")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                proxy.handle(self, self.rfile.read(length))
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def handle(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
+        with self._lock:
+            index = len(self.seen)
+            seen = Seen(index, self.plan(index), time.monotonic(), h.path)
+            self.seen.append(seen)
+        if seen.action == "429":
+            self._reply(h, 429, b'{"error": "rate limited"}', {"Retry-After": self.retry_after})
+        elif seen.action == "503":
+            self._reply(h, 503, b'{"error": "overloaded"}', {})
+        elif seen.action == "reset":
+            _reset(h)
+        else:
+            self.gate.wait()  # held while the server restarts
+            seen.outcome = self._forward(h, body, index)
+
+    def _forward(self, h: BaseHTTPRequestHandler, body: bytes, index: int) -> str:
+        conn = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=600)
+        try:
+            headers = {k: v for k, v in h.headers.items() if k.lower() not in HOP_BY_HOP}
+            conn.request(h.command, h.path, body=body or None, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except OSError as exc:  # refused, reset, or the server died mid-request
+            if self.on_upstream_error is not None:  # before the client hears of it
+                self.on_upstream_error(index)
+            _reset(h)
+            return type(exc).__name__
+        finally:
+            conn.close()
+        extra = {k: v for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP}
+        self._reply(h, resp.status, data, extra)
+        return "ok"
+
+    @staticmethod
+    def _reply(
+        h: BaseHTTPRequestHandler, status: int, data: bytes, headers: dict[str, str]
+    ) -> None:
+        h.send_response(status)
+        for k, v in headers.items():
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(data)))
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.wfile.write(data)
+
+
+def _reset(h: BaseHTTPRequestHandler) -> None:
+    """Close the client's connection with a TCP reset, no response."""
+    h.close_connection = True
+    with contextlib.suppress(OSError):
+        h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        h.connection.close()
