@@ -1,9 +1,8 @@
-"""A real ``transformers serve`` process for tests, and a fault-injecting proxy in front of it.
+"""A fault-injecting proxy in front of a real ``transformers serve`` (benchmarks.local_server).
 
-``ServeProcess`` runs the OpenAI-compatible server of ``transformers`` on a loopback port with
-a local model directory, offline (it must never reach a model hub). ``FaultProxy`` forwards
-each HTTP request to it unchanged unless its plan says otherwise for that request (by arrival
-index): answer 429 with Retry-After, answer 503, or reset the connection. A request the
+``FaultProxy`` forwards each HTTP request to it unchanged unless its plan says otherwise for
+that request (by arrival index): answer 429 with Retry-After, answer 503, or reset the
+connection. A request the
 server cannot take (it is down) resets the client's connection, as the server itself would.
 """
 
@@ -11,130 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import os
-import shutil
-import signal
 import socket
 import struct
-import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def serve_command() -> str | None:
-    """The ``transformers`` CLI beside this interpreter, or on PATH (None: not installed)."""
-    import sys
-
-    beside = Path(sys.executable).with_name("transformers")
-    return str(beside) if beside.is_file() else shutil.which("transformers")
-
-
-@dataclass
-class ServeProcess:
-    """``transformers serve MODEL_DIR`` on 127.0.0.1:port, offline, on the CPU."""
-
-    model_dir: Path
-    port: int
-    log_path: Path
-    threads: int = 1
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout_s: float = 180.0) -> None:
-        """Start the server and wait until it answers /health (raises with its log if not)."""
-        cli = serve_command()
-        if cli is None:
-            raise RuntimeError("the transformers CLI is not installed")
-        env = {
-            **os.environ,
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "HF_HUB_DISABLE_TELEMETRY": "1",
-            "OMP_NUM_THREADS": str(self.threads),
-        }
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [
-                cli,
-                "serve",
-                str(self.model_dir),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--device",
-                "cpu",
-                "--log-level",
-                "warning",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # its own process group: kill() reaches its children
-        )
-        log.close()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"transformers serve exited: {self.log_tail()}")
-            if self.healthy():
-                return
-            time.sleep(0.5)
-        self.stop()
-        raise RuntimeError(f"transformers serve did not come up: {self.log_tail()}")
-
-    def healthy(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    def kill(self) -> None:
-        """SIGKILL the server's process group (no clean shutdown) and reap it."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        """Terminate the server (SIGKILL after 15 s)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def restart(self) -> None:
-        self.kill()
-        self.start()
-
-    def log_tail(self, chars: int = 2000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return "(no log)"
 
 
 Plan = Callable[[int], str]

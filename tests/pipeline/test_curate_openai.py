@@ -19,8 +19,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.local_server import ServeProcess, free_port, serve_command
 from pipeline.cli import main
-from tests.pipeline.openai_server import FaultProxy, ServeProcess, free_port, serve_command
+from tests.pipeline.openai_server import FaultProxy
 
 pytestmark = [pytest.mark.slow, pytest.mark.torch]
 
