@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,10 @@ class Row:
     differ: float
 
 
+def _prefix(stream: list[bool]) -> Callable[[int, int], list[bool]]:
+    return lambda start, count: stream[start : start + count]
+
+
 def compare(
     name: str, ps: list[float], band: BandConfig, cfg: AdaptiveConfig, rng: random.Random
 ) -> Row:
@@ -108,7 +113,7 @@ def compare(
     for p in ps:
         stream = [rng.random() < p for _ in range(K)]
         fixed = band.classify(sum(stream) / K)
-        out = sample_adaptively(lambda i, c, s=stream: s[i : i + c], band, cfg)
+        out = sample_adaptively(_prefix(stream), band, cfg)
         used += out.n
         differ += out.label != fixed
     rule = "none" if cfg.streak is None else f"streak {cfg.streak}"

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from benchmarks.local_server import ServeProcess, free_port, serve_command
 from benchmarks.timing import command_line, machine_line, rotated
-from transforms.samplers import SamplerConfig, SampleRequest, ensure_default_model
+from transforms.samplers import SamplerConfig, SampleRequest, Samples, ensure_default_model
 from transforms.samplers.openai_sampler import OpenAIModelHandler, sample_tasks
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "tasks"
@@ -91,13 +91,13 @@ def run_transformers(cfg: SamplerConfig, reqs: list[SampleRequest]) -> Result:
     handler = TransformersModelHandler(cfg)
     model = handler.load_model()
     t0 = time.perf_counter()
-    out = []
+    out: list[Samples] = []
     for i in range(0, len(reqs), cfg.batch_size):
         out.extend(handler.run_inference(reqs[i : i + cfg.batch_size], model))
     return _result("transformers sampler, in process", time.perf_counter() - t0, out)
 
 
-def _result(label: str, seconds: float, out: list) -> Result:
+def _result(label: str, seconds: float, out: list[Samples]) -> Result:
     texts = {(s.task_id, j): c for s in out for j, c in enumerate(s.completions)}
     tokens = sum(m.completion_tokens or 0 for s in out for m in s.meta)
     return Result(label, seconds, len(texts), tokens, texts)

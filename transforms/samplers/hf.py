@@ -6,12 +6,20 @@ or on K (sample j is the same for K=2 and K=8). Temperature and top-p are applie
 logits processor, which picks the token and hands greedy decoding a one-token choice.
 What it does NOT guarantee: bit-identical samples across different torch builds, thread
 counts or batch paddings (float rounding can flip a near-tie token, rarely).
+
+Threads: torch gets ``cpu_threads()`` (the CPUs this process may use, cgroup quota included),
+OpenMP threads sleep rather than spin while they wait (``transforms.omp_env``), and one
+``generate`` runs at a time per process (Beam may call the handler from several threads;
+each call already uses every thread). Beside other busy processes the sampler then slows
+down about in proportion to its CPU share instead of collapsing (benchmarks/cpu_share.py).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +28,7 @@ from typing import Any
 
 from apache_beam.ml.inference.base import ModelHandler
 
+from transforms.omp_env import passive_waits
 from transforms.samplers.config import CompletionMeta, SamplerConfig, SampleRequest, Samples
 from transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
 from transforms.samplers.prompts import prompt_hash, render_messages
@@ -30,6 +39,7 @@ __all__ = ["LoadedModel", "TransformersModelHandler", "cpu_threads", "sample_see
 _EXTRA = "pip install 'tasksieve[cpu]'"
 _LOG = logging.getLogger(__name__)
 _NUCLEUS_PREFILTER = 512
+_GENERATE = threading.Lock()  # one generate per process: each already uses every thread
 
 
 def _need_torch() -> Any:
@@ -42,14 +52,35 @@ def _need_torch() -> Any:
 
 
 def cpu_threads() -> int:
-    """Threads for torch: $OMP_NUM_THREADS if set, else the CPUs this process may use."""
+    """Threads for torch: $OMP_NUM_THREADS if set, else the CPUs this process may use.
+
+    The CPUs it may use: its affinity mask, capped by a cgroup CPU quota (``cpu.max``) where
+    there is one, so a container limited to 2 CPUs on a 64-core host runs 2 threads.
+    """
     env = os.environ.get("OMP_NUM_THREADS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = max(1, os.cpu_count() or 1)
+    quota = cgroup_cpu_quota()
+    return max(1, min(cpus, math.ceil(quota))) if quota else cpus
+
+
+def cgroup_cpu_quota(path: str = "/sys/fs/cgroup/cpu.max") -> float | None:
+    """CPUs allowed by a cgroup v2 quota ("max 100000": none, None) or None where unreadable."""
+    try:
+        with open(path, encoding="ascii") as f:
+            quota, period = f.read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    try:
+        return int(quota) / int(period) if int(period) > 0 else None
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -147,6 +178,11 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         hf_logging.disable_progress_bar()  # the run has its own progress output
         start = time.monotonic()
         torch.set_num_threads(cpu_threads())
+        if not passive_waits():
+            _LOG.warning(
+                "OMP_WAIT_POLICY is not PASSIVE: sampling beside other busy processes can "
+                "slow down many times over (set OMP_WAIT_POLICY=PASSIVE before torch loads)"
+            )
         path = (
             Path(self._cfg.model) if self._cfg.model else ensure_default_model(self._cfg.cache_dir)
         )
@@ -217,8 +253,8 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
             eos_token_id=eos,
             pad_token_id=tok.pad_token_id,
         )
-        start = time.monotonic()
-        with torch.inference_mode():
+        with _GENERATE, torch.inference_mode():
+            start = time.monotonic()
             generated = model.model.generate(
                 input_ids=input_ids,
                 attention_mask=attention,
