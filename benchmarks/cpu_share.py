@@ -7,7 +7,8 @@ prompt, after a warm-up. Settings:
 
 - default: torch imported before ``transforms``, so OpenMP keeps its default (spinning) waits,
   as the sampler ran before;
-- passive: ``OMP_WAIT_POLICY=PASSIVE``, which importing ``transforms`` now sets.
+- passive: ``OMP_WAIT_POLICY=PASSIVE``, which importing ``transforms`` now sets;
+- passive, 1 thread: the same with ``OMP_NUM_THREADS=1``.
 
 Each setting is timed alone and beside ``--hogs`` busy loops (subprocesses at the same
 priority that stop by themselves after ``--hog-seconds``), in the same run; the table gives
@@ -55,10 +56,14 @@ def child(tokens: int, policy: str) -> None:
     print(json.dumps({**result, "policy": os.environ.get("OMP_WAIT_POLICY", "")}))
 
 
-def measure(tokens: int, policy: str, timeout_s: float) -> dict[str, float] | None:
+def measure(
+    tokens: int, policy: str, timeout_s: float, threads: int | None = None
+) -> dict[str, float] | None:
     """Run ``child`` in a fresh interpreter; None when it ran past ``timeout_s``."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
     cmd = [sys.executable, "-m", "benchmarks.cpu_share", "--child", policy, "--tokens", str(tokens)]
     try:
         out = subprocess.run(
@@ -89,24 +94,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hog-seconds", type=float, default=240.0)
     ap.add_argument("--timeout", type=float, default=240.0, help="per measurement (s)")
     ap.add_argument("--child", choices=["default", "passive"], help=argparse.SUPPRESS)
+    ap.add_argument("--skip-default", action="store_true", help="skip the spinning baseline")
     args = ap.parse_args(argv)
     if args.child:
         child(args.tokens, args.child)
         return 0
     print(command_line("benchmarks.cpu_share"))
     rows = []
-    for policy in ("default", "passive"):
+    settings = [("default", None), ("passive", None), ("passive", 1)]
+    for policy, threads in settings[1:] if args.skip_default else settings:
         print(f"{policy}: alone ({machine_line()})", flush=True)
-        alone = measure(args.tokens, policy, args.timeout)
+        alone = measure(args.tokens, policy, args.timeout, threads)
         hogs = start_hogs(args.hogs, args.hog_seconds)
         try:
             time.sleep(1.0)
             print(f"{policy}: beside {args.hogs} hogs ({machine_line()})", flush=True)
-            beside = measure(args.tokens, policy, args.timeout)
+            beside = measure(args.tokens, policy, args.timeout, threads)
         finally:
             stop_hogs(hogs)
         rows.append((policy, alone, beside))
-    print("\n| waits | threads | tokens/s alone | tokens/s beside hogs | ratio | fair share |")
+    print("\n| waits | threads | tokens/s alone | tokens/s beside hogs | ratio | share if idle |")
     print("|---|---|---|---|---|---|")
     for policy, alone, beside in rows:
         threads = int((alone or beside or {"threads": 0})["threads"])
