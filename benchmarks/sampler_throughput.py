@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 import time
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     if serve_command() is None:
         print("needs the transformers CLI (pip install 'tasksieve[cpu]' fastapi uvicorn)")
         return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the server on the way out
     reqs = requests(args.tasks)
     model_dir = ensure_default_model()
     base = SamplerConfig(
