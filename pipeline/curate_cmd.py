@@ -18,6 +18,7 @@ from rich.logging import RichHandler
 from pipeline.config import CurateConfig
 from pipeline.flags import dedup_config
 from pipeline.reliability_flags import ambiguity_config, strength_config
+from pipeline.sampler_flags import check_server_args, server_fields
 from schemas import Manifest
 from transforms.decontaminate import DecontamConfig
 from transforms.gates import GatesConfig
@@ -30,7 +31,9 @@ def check_sampler_args(args: argparse.Namespace) -> None:
     """Fail before the run starts when the sampler's inputs are missing."""
     import importlib.util
 
-    if args.sampler == "replay":
+    if args.sampler == "openai":
+        check_server_args(args)
+    elif args.sampler == "replay":
         if not args.replay:
             raise ValueError("--sampler replay needs --replay FILE with recorded completions")
         if "://" not in args.replay and not Path(args.replay).is_file():
@@ -96,6 +99,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
             temperature=args.temperature,
             seed=args.seed,
             replay_path=args.replay,
+            **server_fields(args),
         ),
         band=BandConfig(too_hard=args.too_hard, too_easy=args.too_easy),
         runner=args.runner,

@@ -65,7 +65,11 @@ class Verdict(_Rec):
 
 
 class Rollout(_Rec):
-    """One sampled completion for one task, with its verdict."""
+    """One sampled completion for one task, with its verdict.
+
+    The fields after ``run_id`` say how the completion was drawn; a sampler fills what it
+    knows (replay: none of them) and leaves the rest null.
+    """
 
     task_id: str
     family: str
@@ -82,6 +86,28 @@ class Rollout(_Rec):
         "(no reward: the verdict says nothing about the solution).",
     )
     reward_components: RewardComponents | None = None
+    prompt_hash: str | None = Field(
+        default=None,
+        description="sha256 of the chat messages sent, as canonical JSON (model-independent).",
+    )
+    turn: int = Field(default=1, description="Turn of the episode (1: the first attempt).")
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = Field(
+        default=None, description="Seed of the request (samples of one request share it)."
+    )
+    max_tokens: int | None = Field(default=None, description="Completion token limit asked.")
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = Field(
+        default=None,
+        description="Tokens generated (null where the server reports only a request total).",
+    )
+    finish_reason: str | None = Field(
+        default=None, description="Why generation stopped: stop, length, ... (the server's)."
+    )
+    latency_s: float | None = Field(
+        default=None, description="Wall time of the request (transformers: of its batch)."
+    )
 
 
 class GateResult(_Rec):

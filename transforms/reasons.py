@@ -42,6 +42,7 @@ REASONS: frozenset[str] = frozenset(
         "gate.infra_error",
         "gate.weak_tests",
         "rollouts.no_samples",
+        "rollouts.sampler_error",
         "verify.infra_error",
         "filter.too_easy",
         "filter.too_hard",

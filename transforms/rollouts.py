@@ -147,6 +147,19 @@ class VerifyFn(beam.DoFn):
             self.sandbox_counted = True
         item, samples = pair
         task = item.task
+        if samples.error is not None:  # the sampler failed the task for good
+            yield rejected(
+                rejection(
+                    stage="rollouts",
+                    reason="rollouts.sampler_error",
+                    detail=samples.error,
+                    run_id=self.run_id,
+                    item=item,
+                    n=0,
+                    n_requested=samples.requested,
+                )
+            )
+            return
         if not samples.completions:
             yield rejected(
                 rejection(
@@ -204,6 +217,7 @@ class VerifyFn(beam.DoFn):
                 run_id=self.run_id,
                 reward=earned.value if isinstance(earned, Reward) else None,
                 reward_components=earned.components if isinstance(earned, Reward) else None,
+                **samples.columns(i),
             )
             yield beam.pvalue.TaggedOutput(ROLLOUTS, row.model_dump())
         scored = [v for v in verdicts if v.status != "infra_error"]

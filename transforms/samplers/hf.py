@@ -6,13 +6,20 @@ or on K (sample j is the same for K=2 and K=8). Temperature and top-p are applie
 logits processor, which picks the token and hands greedy decoding a one-token choice.
 What it does NOT guarantee: bit-identical samples across different torch builds, thread
 counts or batch paddings (float rounding can flip a near-tie token, rarely).
+
+Threads: torch gets ``cpu_threads()`` (the CPUs this process may use, cgroup quota included),
+OpenMP threads sleep rather than spin while they wait (``transforms.omp_env``), and one
+``generate`` runs at a time per process (Beam may call the handler from several threads;
+each call already uses every thread). Beside other busy processes the sampler then slows
+down about in proportion to its CPU share instead of collapsing (benchmarks/cpu_share.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import math
 import os
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,13 +28,18 @@ from typing import Any
 
 from apache_beam.ml.inference.base import ModelHandler
 
-from transforms.samplers.config import SamplerConfig, SampleRequest, Samples
+from transforms.omp_env import passive_waits
+from transforms.samplers.config import CompletionMeta, SamplerConfig, SampleRequest, Samples
 from transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
-from transforms.samplers.prompts import render_messages
+from transforms.samplers.prompts import prompt_hash, render_messages
+from transforms.samplers.seeds import sample_seed
+
+__all__ = ["LoadedModel", "TransformersModelHandler", "cpu_threads", "sample_seed"]
 
 _EXTRA = "pip install 'tasksieve[cpu]'"
 _LOG = logging.getLogger(__name__)
 _NUCLEUS_PREFILTER = 512
+_GENERATE = threading.Lock()  # one generate per process: each already uses every thread
 
 
 def _need_torch() -> Any:
@@ -39,21 +51,36 @@ def _need_torch() -> Any:
     return torch
 
 
-def sample_seed(seed: int, task_id: str, index: int) -> int:
-    """Deterministic 63-bit seed for sample ``index`` of ``task_id`` under run seed ``seed``."""
-    digest = hashlib.sha256(f"{seed}\x00{task_id}\x00{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
-
-
 def cpu_threads() -> int:
-    """Threads for torch: $OMP_NUM_THREADS if set, else the CPUs this process may use."""
+    """Threads for torch: $OMP_NUM_THREADS if set, else the CPUs this process may use.
+
+    The CPUs it may use: its affinity mask, capped by a cgroup CPU quota (``cpu.max``) where
+    there is one, so a container limited to 2 CPUs on a 64-core host runs 2 threads.
+    """
     env = os.environ.get("OMP_NUM_THREADS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = max(1, os.cpu_count() or 1)
+    quota = cgroup_cpu_quota()
+    return max(1, min(cpus, math.ceil(quota))) if quota else cpus
+
+
+def cgroup_cpu_quota(path: str = "/sys/fs/cgroup/cpu.max") -> float | None:
+    """CPUs allowed by a cgroup v2 quota ("max 100000": none, None) or None where unreadable."""
+    try:
+        with open(path, encoding="ascii") as f:
+            quota, period = f.read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    try:
+        return int(quota) / int(period) if int(period) > 0 else None
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -151,6 +178,11 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         hf_logging.disable_progress_bar()  # the run has its own progress output
         start = time.monotonic()
         torch.set_num_threads(cpu_threads())
+        if not passive_waits():
+            _LOG.warning(
+                "OMP_WAIT_POLICY is not PASSIVE: sampling beside other busy processes can "
+                "slow down many times over (set OMP_WAIT_POLICY=PASSIVE before torch loads)"
+            )
         path = (
             Path(self._cfg.model) if self._cfg.model else ensure_default_model(self._cfg.cache_dir)
         )
@@ -176,14 +208,27 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         groups = [list(batch)] if self._batched else [[req] for req in batch]
         out: list[Samples] = []
         for group in groups:
-            for req, comps in zip(group, self.generate(group, model), strict=True):
+            for req, (comps, meta) in zip(group, self.draw(group, model), strict=True):
                 out.append(
-                    Samples(req.task_id, comps, self.model_id(), "transformers", self._cfg.samples)
+                    Samples(
+                        req.task_id,
+                        comps,
+                        self.model_id(),
+                        "transformers",
+                        self._cfg.samples,
+                        meta=meta,
+                    )
                 )
         return out
 
     def generate(self, requests: Sequence[SampleRequest], model: LoadedModel) -> list[list[str]]:
         """K completions for each request, generated together with left padding."""
+        return [texts for texts, _ in self.draw(requests, model)]
+
+    def draw(
+        self, requests: Sequence[SampleRequest], model: LoadedModel
+    ) -> list[tuple[list[str], list[CompletionMeta]]]:
+        """K completions for each request, with how each was drawn (see ``generate``)."""
         if not requests:
             return []
         torch = _need_torch()
@@ -208,7 +253,8 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
             eos_token_id=eos,
             pad_token_id=tok.pad_token_id,
         )
-        with torch.inference_mode():
+        with _GENERATE, torch.inference_mode():
+            start = time.monotonic()
             generated = model.model.generate(
                 input_ids=input_ids,
                 attention_mask=attention,
@@ -220,10 +266,50 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
                     [_FenceClosed(tok, input_ids.shape[1])] if cfg.stop_after_code else []
                 ),
             )
+        latency = round(time.monotonic() - start, 4)
         new = generated[:, input_ids.shape[1] :]
         decoded = tok.batch_decode(new, skip_special_tokens=True)
         if len(decoded) != k * len(requests):  # slicing would silently hand a task fewer
             raise RuntimeError(
                 f"generate returned {len(decoded)} sequences for {len(requests)} tasks x {k}"
             )
-        return [decoded[i * k : (i + 1) * k] for i in range(len(requests))]
+        eos_ids = {eos} if isinstance(eos, int) else set(eos)
+        hashes = [prompt_hash(render_messages(r)) for r in requests]
+        metas = []
+        for row in range(len(decoded)):
+            used, finish = completion_length(
+                new[row].tolist(), eos_ids, tok.pad_token_id, cfg.max_new_tokens
+            )
+            metas.append(
+                CompletionMeta(
+                    prompt_hash=hashes[row // k],
+                    temperature=cfg.temperature,
+                    top_p=cfg.top_p,
+                    seed=seeds[row],
+                    max_tokens=cfg.max_new_tokens,
+                    prompt_tokens=int(attention[row].sum()),
+                    completion_tokens=used,
+                    finish_reason=finish,
+                    latency_s=latency,
+                )
+            )
+        return [
+            (decoded[i * k : (i + 1) * k], metas[i * k : (i + 1) * k]) for i in range(len(requests))
+        ]
+
+
+def completion_length(
+    ids: list[int], eos_ids: set[int], pad_id: int | None, max_new_tokens: int
+) -> tuple[int, str]:
+    """Tokens a row really generated (up to and including its end token), and why it stopped.
+
+    ``stop``: it wrote an end token, or a stopping criterion (the closed code fence) ended it
+    and the rest of the row is padding; ``length``: it ran to ``max_new_tokens``.
+    """
+    for i, tok in enumerate(ids):
+        if tok in eos_ids:
+            return i + 1, "stop"
+    used = len(ids)
+    while used and pad_id is not None and ids[used - 1] == pad_id:
+        used -= 1
+    return used, "length" if used >= max_new_tokens else "stop"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from transforms.samplers.config import SampleRequest
 
 _SYSTEM: dict[str, str] = {
@@ -41,3 +44,13 @@ def render_messages(req: SampleRequest) -> list[dict[str, str]]:
         {"role": "system", "content": system_instruction(req.family, req.entry_point)},
         {"role": "user", "content": req.prompt},
     ]
+
+
+def prompt_hash(messages: list[dict[str, str]]) -> str:
+    """sha256 of the chat messages as canonical JSON: equal hashes, equal prompts.
+
+    It hashes the messages, not the model's templated text, so it is the same across models
+    and servers; a template change on the server side does not change it.
+    """
+    blob = json.dumps(messages, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
