@@ -35,6 +35,12 @@ DASHED: list[tuple[str, str | None]] = [
     ("--no-weak-tests", None),
     ("--no-ambiguity", None),
     ("--sandbox-url", "http://127.0.0.1:8000"),
+    ("--api-key-env", "TOKEN_VAR"),
+    ("--max-concurrency", "3"),
+    ("--request-timeout", "5"),
+    ("--max-attempts", "2"),
+    ("--extra-body", '{"a": 1}'),
+    ("--top-p", "0.5"),
 ]
 
 
