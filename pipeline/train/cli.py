@@ -97,7 +97,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="band curriculum: least weight of any task (default 0.05)",
     )
     g = p.add_argument_group("verification")
-    g.add_argument("--sandbox", default="process", help="sandbox backend (default: process)")
+    g.add_argument(
+        "--sandbox", default="process", help="sandbox backend: process, docker or remote"
+    )
+    g.add_argument(
+        "--sandbox-url",
+        default="",
+        metavar="URL[,URL...]",
+        help="--sandbox remote: the sandbox service's URLs (token in $TASKSIEVE_SERVICE_TOKEN); "
+        "requests go at the service's training priority, ahead of curation",
+    )
     g.add_argument("--allow-weak-isolation", action="store_true")
     g.add_argument(
         "--verify-workers",

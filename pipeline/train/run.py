@@ -91,6 +91,8 @@ def plan(args: argparse.Namespace) -> Plan:
         backend=args.sandbox,
         allow_weak_isolation=args.allow_weak_isolation,
         workers=workers or 2,
+        urls=tuple(u.strip() for u in args.sandbox_url.split(",") if u.strip()),
+        priority="training",
     )
     return Plan(
         run,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
@@ -125,3 +126,35 @@ def test_bad_settings(
 ) -> None:
     pytest.importorskip("trl")
     assert needle in _train(capsys, curated, tmp_path / "ckpt", *flags)
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--sandbox", "remote"], "--sandbox-url"),
+        (["--sandbox-url", "http://127.0.0.1:9"], "--sandbox remote"),
+        (["--sandbox", "remote", "--sandbox-url", "127.0.0.1:9"], "http://"),
+    ],
+)
+def test_bad_remote_sandbox_settings(
+    curated: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    needle: str,
+) -> None:
+    assert needle in _train(capsys, curated, tmp_path / "ckpt", *flags)
+
+
+def test_remote_sandbox_is_asked_at_training_priority(curated: Path, tmp_path: Path) -> None:
+    from pipeline.train.cli import add_parser
+    from pipeline.train.run import plan
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(dest="cmd"))
+    argv = ["train", "--tasks", str(curated), "--output", str(tmp_path / "ckpt")]
+    argv += ["--sandbox", "remote", "--sandbox-url", "http://127.0.0.1:9, http://127.0.0.1:10"]
+    sandbox = plan(parser.parse_args(argv)).sandbox
+    assert sandbox.backend == "remote"
+    assert sandbox.urls == ("http://127.0.0.1:9", "http://127.0.0.1:10")
+    assert sandbox.priority == "training"
