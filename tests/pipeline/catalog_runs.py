@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from pipeline.cli import main
+from tests.curate_flags import FAST
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "tasks"
@@ -37,7 +38,7 @@ def curate_lines(tmp: Path, lines: dict[str, list[int]]) -> Path:
         (inputs / name).write_text("".join(text[i - 1] + "\n" for i in wanted), "utf-8")
     out = tmp / "out"
     argv = ["curate", "--input", str(inputs), "--output", str(out), "--sampler", "replay"]
-    assert main([*argv, "--replay", str(REPLAY), "--samples", "4", "--quiet"]) == 0
+    assert main([*argv, "--replay", str(REPLAY), "--samples", "4", "--quiet", *FAST]) == 0
     return out
 
 

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
+from tests.curate_flags import FAST
 
 ROOT = Path(__file__).resolve().parents[2]
 # Kept tasks, rejected records of several stages and rollouts, in a few seconds of sampling.
@@ -25,7 +26,7 @@ _RUNS: dict[str, Path] = {}
 def curate(inputs: Path, out: Path, *extra: str) -> int:
     """``tasksieve curate`` with the replay sampler (stdout swallowed)."""
     argv = ["curate", "--input", str(inputs), "--output", str(out), "--sampler", "replay"]
-    argv += ["--replay", str(REPLAY), "--samples", "4", "--quiet", *extra]
+    argv += ["--replay", str(REPLAY), "--samples", "4", "--quiet", *FAST, *extra]
     with contextlib.redirect_stdout(io.StringIO()):
         return main(argv)
 

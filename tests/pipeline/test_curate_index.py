@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from pipeline.cli import main
+from tests.curate_flags import FAST
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = ROOT / "examples" / "tasks" / "code.jsonl"
@@ -16,7 +17,7 @@ REPLAY = ROOT / "examples" / "replay" / "completions.jsonl"
 
 def _run(out: Path, index: Path) -> int:
     args = ["curate", "--input", str(CODE), "--output", str(out), "--sampler", "replay"]
-    args += ["--replay", str(REPLAY), "--dedup-index", str(index), "--quiet"]
+    args += ["--replay", str(REPLAY), "--dedup-index", str(index), "--quiet", *FAST]
     return main(args)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.cli import main
 from schemas import CuratedTask, RewardSpec, Verdict
+from tests.curate_flags import FAST
 from verifiers.rewards import Reward, reward
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[
     specs = _inputs(root / "in")
     out = root / "out"
     argv = ["curate", "--input", str(root / "in"), "--output", str(out), "--quiet"]
-    argv += ["--sampler", "replay", "--replay", str(REPLAY), "--samples", "4"]
+    argv += ["--sampler", "replay", "--replay", str(REPLAY), "--samples", "4", *FAST]
     assert main(argv) == 0
     return out, specs
 

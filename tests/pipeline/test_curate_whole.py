@@ -21,6 +21,7 @@ from rich.console import Console
 from pipeline.cli import main
 from pipeline.summary import render_summary
 from schemas import CuratedTask, Manifest, TaskRecord
+from tests.curate_flags import FAST
 from transforms.stats import wilson_interval
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +107,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[tuple[str,
     _replay(replay)
     out = tmp / "out"
     argv = ["curate", "--input", str(inputs), "--output", str(out), "--sampler", "replay"]
-    assert main([*argv, "--replay", str(replay), "--samples", str(K), "--quiet"]) == 0
+    assert main([*argv, "--replay", str(replay), "--samples", str(K), "--quiet", *FAST]) == 0
     return out, texts
 
 

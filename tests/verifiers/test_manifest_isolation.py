@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from pipeline.cli import main
+from tests.curate_flags import FAST
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -15,7 +16,8 @@ def test_manifest_lists_the_workers_sandboxes(tmp_path: Path) -> None:
     args = ["curate", "--input", str(ROOT / "examples" / "tasks"), "--output", str(out)]
     replay = str(ROOT / "examples" / "replay" / "completions.jsonl")
     assert (
-        main([*args, "--sampler", "replay", "--replay", replay, "--samples", "2", "--quiet"]) == 0
+        main([*args, "--sampler", "replay", "--replay", replay, "--samples", "2", "--quiet", *FAST])
+        == 0
     )
     sandbox = json.loads((out / "manifest.json").read_text())["sandbox"]
     used = sandbox["used_by_workers"]
