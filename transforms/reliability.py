@@ -9,8 +9,12 @@
   outputs and the samples; kept tasks carry the counts (the ``ambiguity`` column).
 
 A family without a differ (``get_differ`` raises) passes through unmeasured (column null,
-counter ``<stage>.unsupported``). An infra error that leaves the whole measurement undecided
-rejects the task with the stage's infra reason rather than keeping or condemning it blind.
+counter ``<stage>.unsupported``), and so does every task when the sandbox hands whole
+verifications to the sandbox service (``--sandbox remote``): the service has no endpoint for
+observing solutions on probes yet, and a worker of a remote run has no sandbox of its own
+(counter ``<stage>.remote``; a warning says so once per worker). An infra error that leaves
+the whole measurement undecided rejects the task with the stage's infra reason rather than
+keeping or condemning it blind.
 Counters: ``strength.tasks``, ``strength.mutants``, ``strength.killed``, ``strength.survived``,
 ``strength.equivalent``, ``strength.undecided``, ``strength.unprobed``, ``strength.ms`` (wall
 milliseconds);
@@ -102,6 +106,24 @@ class _SandboxFn(beam.DoFn):
     def setup(self) -> None:
         self.sandbox = self.sandbox_cfg.make()
         self.verifiers = VerifierCache(self.sandbox)
+        # A remote sandbox verifies whole solutions in the service and runs nothing here.
+        self.remote = self.sandbox.capabilities.whole_verifications
+        if self.remote:
+            log.warning(
+                "%s: the sandbox service does not observe probes yet; with --sandbox remote "
+                "tasks pass this stage unmeasured",
+                type(self).__name__,
+            )
+
+    def differ(self, family: str, stage: str) -> Differ | None:
+        """The family's differ, or None (counted) when this stage cannot measure the task."""
+        if self.remote:
+            count(f"{stage}.remote")
+            return None
+        found = _differ(family)
+        if found is None:
+            count(f"{stage}.unsupported")
+        return found
 
     def teardown(self) -> None:
         if self.verifiers is not None:
@@ -121,9 +143,8 @@ class TestStrengthFn(_SandboxFn):
 
     def process(self, item: Item) -> Iterator[Any]:
         assert self.verifiers is not None and self.sandbox is not None
-        differ = _differ(item.task.family)
+        differ = self.differ(item.task.family, "strength")
         if differ is None:
-            count("strength.unsupported")
             yield item
             return
         verifier = self.verifiers.get(item.task.family)
@@ -197,9 +218,8 @@ class AmbiguityFn(_SandboxFn):
     def process(self, s: Scored) -> Iterator[Any]:
         assert self.sandbox is not None
         task = s.item.task
-        differ = _differ(task.family)
+        differ = self.differ(task.family, "ambiguity")
         if differ is None:
-            count("ambiguity.unsupported")
             yield s
             return
         report = measure_ambiguity(task, s.passing, differ, self.sandbox, self.cfg)

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
+from tests.curate_flags import FAST
 from tests.service.servers import TOKEN, Server, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +49,7 @@ def curate(inputs: Path, out: Path, *extra: str) -> int:
             "4",
             "--quiet",
             "--no-humaneval",
+            *FAST,  # the subject is verification through the service, not the detectors
             *extra,
         ]
     )
