@@ -8,10 +8,9 @@ from __future__ import annotations
 import argparse
 
 from pipeline.flags import positive_int
+from pipeline.train.exits import EXIT_INFRA, EXIT_OK, EXIT_USAGE
 
-EXIT_OK = 0
-EXIT_USAGE = 2  # bad flags or input: nothing trained
-EXIT_INFRA = 3  # verification kept hitting infra errors: the step failed, nothing scored 0
+__all__ = ["EXIT_INFRA", "EXIT_OK", "EXIT_USAGE", "add_parser", "run"]
 
 CURRICULA = ("none", "band")
 VLLM_MODES = ("colocate", "server")

@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.train.cli import EXIT_INFRA, EXIT_OK, EXIT_USAGE
 from pipeline.train.curriculum import schedule
 from pipeline.train.data import (
     TrainInputError,
@@ -33,6 +32,7 @@ from pipeline.train.data import (
     read_tasks,
     resolve_run,
 )
+from pipeline.train.exits import EXIT_INFRA, EXIT_OK, EXIT_USAGE
 from pipeline.train.rewards import RetryPolicy
 from schemas import Manifest
 from verifiers import SandboxConfig
