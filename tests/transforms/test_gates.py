@@ -2,72 +2,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from schemas import TaskRecord, Verdict
+from tests.transforms.add_task import ASSERTS, add_task, item_of
 from transforms.gates import GatesConfig, run_gates
-from transforms.items import Item
 from verifiers import Sandbox, Verifier
-from verifiers.registry import get_verifier, make_sandbox
-
-ASSERTS = ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-2, 5) == 3"]
-
-
-def _task(reference: str, asserts: list[str] = ASSERTS) -> TaskRecord:
-    return TaskRecord.model_validate(
-        {
-            "id": "t.add",
-            "family": "code",
-            "prompt": "Write add(a, b).",
-            "verifier": {
-                "family": "code",
-                "style": "asserts",
-                "entry_point": "add",
-                "asserts": asserts,
-            },
-            "reference_solution": reference,
-        }
-    )
-
-
-def _item(task: TaskRecord) -> Item:
-    return Item(task, "f.jsonl", 1, "0" * 64)
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    sb = make_sandbox("process")
-    yield sb
-    sb.close()
+from verifiers.registry import get_verifier
 
 
 def test_good_task_passes_every_gate(sandbox: Sandbox) -> None:
-    task = _task("def add(a, b):\n    return a + b\n")
-    results, reason = run_gates(_item(task), get_verifier("code", sandbox), GatesConfig())
+    task = add_task("def add(a, b):\n    return a + b\n")
+    results, reason = run_gates(item_of(task), get_verifier("code", sandbox), GatesConfig())
     assert reason == ""
     assert [r.gate for r in results] == ["enough_tests", "reference_passes", "trivial_fails"]
     assert all(r.passed for r in results)
 
 
 def test_broken_reference_is_rejected(sandbox: Sandbox) -> None:
-    task = _task("def add(a, b):\n    return a - b\n")
-    _, reason = run_gates(_item(task), get_verifier("code", sandbox), GatesConfig())
+    task = add_task("def add(a, b):\n    return a - b\n")
+    _, reason = run_gates(item_of(task), get_verifier("code", sandbox), GatesConfig())
     assert reason == "gate.reference_failed"
 
 
 def test_too_few_tests_is_rejected_before_running(sandbox: Sandbox) -> None:
-    task = _task("def add(a, b):\n    return a + b\n", asserts=ASSERTS[:1])
-    results, reason = run_gates(_item(task), get_verifier("code", sandbox), GatesConfig())
+    task = add_task("def add(a, b):\n    return a + b\n", asserts=ASSERTS[:1])
+    results, reason = run_gates(item_of(task), get_verifier("code", sandbox), GatesConfig())
     assert reason == "gate.too_few_tests"
     assert len(results) == 1
 
 
 def test_tests_that_pass_anything_are_rejected(sandbox: Sandbox) -> None:
-    task = _task("def add(a, b):\n    return a + b\n", asserts=["assert True"] * 3)
-    _, reason = run_gates(_item(task), get_verifier("code", sandbox), GatesConfig())
+    task = add_task("def add(a, b):\n    return a + b\n", asserts=["assert True"] * 3)
+    _, reason = run_gates(item_of(task), get_verifier("code", sandbox), GatesConfig())
     assert reason == "gate.trivial_passes"
 
 
@@ -86,8 +55,8 @@ class _Flaky(Verifier):
 
 
 def test_flaky_reference_is_rejected() -> None:
-    task = _task("def add(a, b):\n    return a + b\n")
-    _, reason = run_gates(_item(task), _Flaky(), GatesConfig(reference_runs=2))
+    task = add_task("def add(a, b):\n    return a + b\n")
+    _, reason = run_gates(item_of(task), _Flaky(), GatesConfig(reference_runs=2))
     assert reason == "gate.reference_flaky"
 
 

@@ -8,56 +8,26 @@ environment broken on purpose (an interpreter path that does not exist in the sa
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from schemas import TaskRecord, Verdict
+from tests.transforms.add_task import add_task, item_of
 from transforms.gates import GatesConfig, run_gates
-from transforms.items import Item, Scored
+from transforms.items import Scored
 from transforms.rollouts import ROLLOUTS, VerifyFn
 from transforms.samplers import Samples
 from transforms.settle import band_settled
 from transforms.stats import BandConfig
 from verifiers import Sandbox, SandboxConfig, Verifier
 from verifiers.families.python.verifier import PythonVerifier
-from verifiers.registry import make_sandbox
 from verifiers.retry import RetryPolicy, verify_with_retry
 
 FAST = RetryPolicy(attempts=3, base_s=0.01, max_s=0.05)
-ASSERTS = ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-2, 5) == 3"]
 GOOD = "def add(a, b):\n    return a + b\n"
 BAD = "def add(a, b):\n    return a - b\n"
 BROKEN_MARK = "# run me in the broken environment\n"
-
-
-def _task(reference: str = GOOD) -> TaskRecord:
-    return TaskRecord.model_validate(
-        {
-            "id": "t.add",
-            "family": "code",
-            "prompt": "Write add(a, b).",
-            "verifier": {
-                "family": "code",
-                "style": "asserts",
-                "entry_point": "add",
-                "asserts": ASSERTS,
-            },
-            "reference_solution": reference,
-        }
-    )
-
-
-def _item(task: TaskRecord) -> Item:
-    return Item(task, "f.jsonl", 1, "0" * 64)
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[Sandbox]:
-    sb = make_sandbox("process")
-    yield sb
-    sb.close()
 
 
 class _FailsFirst:
@@ -190,7 +160,7 @@ def test_settled_agrees_with_brute_force_over_the_missing_outcomes() -> None:
 # ---------------------------------------------------------------- gates, real sandbox
 def test_reference_in_a_broken_environment_is_infra_not_flaky(sandbox: Sandbox) -> None:
     verifier = PythonVerifier(sandbox, python="/nonexistent/python3")
-    results, reason = run_gates(_item(_task()), verifier, GatesConfig(retry=FAST))
+    results, reason = run_gates(item_of(add_task(GOOD)), verifier, GatesConfig(retry=FAST))
     assert reason == "gate.infra_error"
     ref = next(r for r in results if r.gate == "reference_passes")
     assert f"infra_error after {FAST.attempts - 1} retries" in ref.detail
@@ -201,7 +171,7 @@ def test_a_broken_environment_that_heals_within_the_retries_passes_the_gates(
     sandbox: Sandbox,
 ) -> None:
     verifier = _BrokenThenHealed(sandbox, n=FAST.attempts - 1)
-    results, reason = run_gates(_item(_task()), verifier, GatesConfig(retry=FAST))
+    results, reason = run_gates(item_of(add_task(GOOD)), verifier, GatesConfig(retry=FAST))
     assert reason == ""
     ref = next(r for r in results if r.gate == "reference_passes")
     assert "pass after 2 retries" in ref.detail
@@ -214,9 +184,9 @@ def test_random_reference_is_flaky_and_the_detail_shows_the_disagreeing_statuses
     # one coin per run: 20 runs that all agree has probability 2 * 2**-20
     coin = "import random\n_OK = random.random() < 0.5\n\n"
     coin += "def add(a, b):\n    return a + b if _OK else 0\n"
-    task = _task(coin)
+    task = add_task(coin)
     results, reason = run_gates(
-        _item(task), PythonVerifier(sandbox), GatesConfig(reference_runs=20, retry=FAST)
+        item_of(task), PythonVerifier(sandbox), GatesConfig(reference_runs=20, retry=FAST)
     )
     assert reason == "gate.reference_flaky"
     ref = next(r for r in results if r.gate == "reference_passes")
@@ -232,7 +202,7 @@ def _verify(verifier: Verifier, completions: list[str], band: BandConfig) -> lis
         assert fn.verifiers is not None
         fn.verifiers._verifiers["code"] = verifier
         samples = Samples("t.add", completions, "m", "replay", len(completions))
-        return list(fn.process((_item(_task()), samples)))
+        return list(fn.process((item_of(add_task(GOOD)), samples)))
     finally:
         fn.teardown()
 
@@ -267,7 +237,7 @@ def test_a_task_whose_remaining_samples_cannot_settle_the_band_is_rejected_with_
     assert "/nonexistent/python3" in row["detail"] and "could make it keep" in row["detail"]
 
 
-def test_every_sample_lost_to_infra_rejects_the_task(sandbox: Sandbox) -> None:
+def test_every_sample_lost_to_infra_rejects_theadd_task(sandbox: Sandbox) -> None:
     broken = PythonVerifier(sandbox, python="/nonexistent/python3")
     _, rejected, scored = _rows(_verify(broken, [GOOD, BAD], BandConfig()))
     assert not scored
@@ -291,7 +261,10 @@ def test_verify_counts_retries_and_samples_left_out_in_beam_metrics() -> None:
     from transforms.common import NAMESPACE
 
     completions = [GOOD, BAD, BAD + BROKEN_MARK]
-    pair = (_item(_task()), Samples("t.add", completions, "m", "replay", len(completions)))
+    pair = (
+        item_of(add_task(GOOD)),
+        Samples("t.add", completions, "m", "replay", len(completions)),
+    )
     p = beam.Pipeline(runner="DirectRunner")
     fn = _PartlyBrokenVerifyFn(SandboxConfig(), "run-test", retry=FAST)
     _ = p | beam.Create([pair]) | beam.ParDo(fn).with_outputs(ROLLOUTS, "rejected", main="ok")

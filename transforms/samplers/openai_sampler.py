@@ -116,7 +116,8 @@ class Tally:
 
 
 def api_key(env_var: str | None) -> str:
-    """The API key from ``env_var`` (a placeholder when no variable is named)."""
+    """The API key from ``env_var``; ``_NO_KEY`` when none is named (local servers need no key,
+    but the ``openai`` client refuses to start without a non-empty one)."""
     if not env_var:
         return _NO_KEY
     value = os.environ.get(env_var, "")
