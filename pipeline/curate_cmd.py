@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from pipeline.config import CurateConfig
-from pipeline.flags import dedup_config
+from pipeline.flags import dedup_config, url_list
 from pipeline.reliability_flags import ambiguity_config, strength_config
 from pipeline.sampler_flags import check_server_args, server_fields
 from schemas import Manifest
@@ -89,7 +89,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
             backend=args.sandbox,
             allow_weak_isolation=args.allow_weak_isolation,
             workers=args.sandbox_workers,
-            urls=tuple(u.strip() for u in args.sandbox_url.split(",") if u.strip()),
+            urls=url_list(args.sandbox_url),
         ),
         sampler=SamplerConfig(
             backend=args.sampler,

@@ -26,6 +26,11 @@ def positive_int(text: str) -> int:
     return value
 
 
+def url_list(text: str) -> tuple[str, ...]:
+    """The URLs of a ``--sandbox-url URL[,URL...]`` value, blanks dropped."""
+    return tuple(u.strip() for u in text.split(",") if u.strip())
+
+
 def add_format_flag(p: argparse.ArgumentParser, help: str) -> None:
     """``--format text|json`` (default text); json output has stable, documented field names."""
     p.add_argument("--format", choices=FORMATS, default="text", help=f"{help} (default text)")

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pipeline.flags import url_list
 from pipeline.train.curriculum import schedule
 from pipeline.train.data import (
     TrainInputError,
@@ -91,7 +92,7 @@ def plan(args: argparse.Namespace) -> Plan:
         backend=args.sandbox,
         allow_weak_isolation=args.allow_weak_isolation,
         workers=workers or 2,
-        urls=tuple(u.strip() for u in args.sandbox_url.split(",") if u.strip()),
+        urls=url_list(args.sandbox_url),
         priority="training",
     )
     return Plan(
