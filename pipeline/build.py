@@ -5,6 +5,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from pipeline.config import CurateConfig
+from transforms.adaptive_rollouts import AdaptiveRollouts
 from transforms.common import REJECTED
 from transforms.decontaminate import Decontaminate
 from transforms.dedup import ExactDedup, NearDedup
@@ -30,8 +31,13 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     if cfg.strength.enabled:
         measured = strong | "TestStrength" >> TestStrength(cfg.strength, cfg.sandbox, run_id)
         strong, strength_rejected = measured["ok"], [measured[REJECTED]]
-    sampled = strong | "Rollouts" >> Rollouts(cfg.sampler)
-    verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id, cfg.band, cfg.gates.retry)
+    if cfg.adaptive is not None:
+        verified = strong | "AdaptiveRollouts" >> AdaptiveRollouts(
+            cfg.sampler, cfg.adaptive, cfg.sandbox, run_id, cfg.band, cfg.gates.retry
+        )
+    else:
+        sampled = strong | "Rollouts" >> Rollouts(cfg.sampler)
+        verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id, cfg.band, cfg.gates.retry)
     scored, ambiguity_rejected = verified["ok"], []
     if cfg.ambiguity.enabled:
         compared = scored | "Ambiguity" >> Ambiguity(cfg.ambiguity, cfg.sandbox, run_id)

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from transforms.adaptive import AdaptiveConfig
 from transforms.decontaminate import DecontamConfig
 from transforms.dedup import DedupConfig
 from transforms.gates import GatesConfig
@@ -31,6 +32,8 @@ class CurateConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     band: BandConfig = field(default_factory=BandConfig)
+    adaptive: AdaptiveConfig | None = None
+    """Sample in rounds and stop a task once its label is settled (``--adaptive``)."""
     overwrite: bool = False
     runner: str = "DirectRunner"
     beam_args: tuple[str, ...] = ()
@@ -42,6 +45,24 @@ class CurateConfig:
             raise ValueError("need at least one --input path or glob")
         if not self.output:
             raise ValueError("need an --output directory")
+        self._check_adaptive()
+
+    def _check_adaptive(self) -> None:
+        """``--adaptive`` takes its maximum from ``--samples`` and samples single turns."""
+        if self.adaptive is None:
+            return
+        if self.adaptive.max_samples != self.sampler.samples:
+            raise ValueError(
+                f"with --adaptive, --samples is the maximum per task: adaptive.max_samples "
+                f"({self.adaptive.max_samples}) must equal sampler.samples ({self.sampler.samples})"
+            )
+        # multi-turn episodes (--turns) are added in parallel; wherever the field lands
+        turns: int = getattr(self, "turns", None) or getattr(self.sampler, "turns", None) or 1
+        if turns > 1:
+            raise ValueError(
+                f"--adaptive cannot be combined with --turns {turns}: adaptive rounds stop on "
+                "single-turn pass rates; drop one of the two flags"
+            )
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -55,5 +76,9 @@ class CurateConfig:
             data["sandbox"].pop(where, None)
         for key in ("cache_dir", "max_concurrency", "api_key_env"):  # how, not what
             data["sampler"].pop(key, None)
+        if data["adaptive"] is None:  # fingerprints of fixed-K runs stay as they were
+            data.pop("adaptive")
+        if data["sampler"].get("first_sample") == 0:
+            data["sampler"].pop("first_sample")
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

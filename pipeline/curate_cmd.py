@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.logging import RichHandler
 
+from pipeline.adaptive_flags import adaptive_config
 from pipeline.config import CurateConfig
 from pipeline.flags import dedup_config, url_list
 from pipeline.reliability_flags import ambiguity_config, strength_config
@@ -102,6 +103,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
             **server_fields(args),
         ),
         band=BandConfig(too_hard=args.too_hard, too_easy=args.too_easy),
+        adaptive=adaptive_config(args),
         runner=args.runner,
         beam_args=tuple(beam_args),
         expectations=args.expectations,

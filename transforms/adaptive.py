@@ -4,6 +4,10 @@ A task's label comes from its pass rate and ``BandConfig`` (``too_hard < rate < 
 ``keep``). After each round, ``settled_label`` says whether more samples could still change
 the label at the chosen confidence:
 
+- the label the whole budget would give is already certain: every outcome of the samples
+  still to come gives ``k + j`` passes of ``max_samples`` with the same label (with the band
+  (0.1, 0.9) and 16 samples, 2 passes and 2 failures settle ``keep``). Such a label is always
+  the one a fixed-K run on the same samples gives;
 - an edge strictly inside (0, 1) is decided by the Wilson interval (``transforms.stats``):
   an interval wholly at or below ``too_hard`` is ``too_hard``, wholly at or above
   ``too_easy`` is ``too_easy``, wholly between them is ``keep``;
@@ -17,6 +21,8 @@ the label at the chosen confidence:
   sampled up to the maximum and get the same label as a fixed-K run on the same samples.
 
 A task that reaches ``max_samples`` is labelled from its pass rate, as a fixed-K run would.
+Whatever settles it, the label equals ``band.classify(k / n)`` (tested), so the Filter stage
+labels an early-stopped task from its pass rate like any other.
 What it does NOT do: use other tasks' outcomes (no prior across tasks), or reorder samples.
 """
 
@@ -60,12 +66,32 @@ class AdaptiveConfig:
         return NormalDist().inv_cdf(0.5 + self.confidence / 2)
 
 
-def settled_label(k: int, n: int, band: BandConfig, cfg: AdaptiveConfig) -> Difficulty | None:
-    """The label of a task with ``k`` passes in ``n`` samples if settled, else None."""
-    if n >= cfg.max_samples:
-        return band.classify(k / n)
+def budget_label(k: int, n: int, remaining: int, band: BandConfig) -> Difficulty | None:
+    """The label of ``k`` passes in ``n + remaining`` samples if no outcome of the
+    ``remaining`` ones can change it, else None (the band is monotone in the rate, so the
+    two extremes decide)."""
+    total = n + remaining
+    low, high = band.classify(k / total), band.classify((k + remaining) / total)
+    return low if low == high else None
+
+
+def settled_label(
+    k: int, n: int, band: BandConfig, cfg: AdaptiveConfig, remaining: int | None = None
+) -> Difficulty | None:
+    """The label of a task with ``k`` passes in ``n`` samples if settled, else None.
+
+    ``remaining``: samples that may still be drawn (default ``max_samples - n``; fewer when
+    samples were lost, e.g. to infra errors).
+    """
+    if remaining is None:
+        remaining = cfg.max_samples - n
     if n == 0:
         return None
+    if remaining <= 0:
+        return band.classify(k / n)
+    certain = budget_label(k, n, remaining, band)
+    if certain is not None:
+        return certain
     low, high = wilson_interval(k, n, cfg.z)
     above_hard = k > 0 if band.too_hard == 0 else low > band.too_hard
     below_easy = k < n if band.too_easy == 1 else high < band.too_easy
@@ -87,6 +113,16 @@ def next_round(n: int, cfg: AdaptiveConfig) -> int:
     """How many samples the next round draws after ``n`` (never past ``max_samples``)."""
     size = cfg.first_round if n == 0 else cfg.round_size
     return max(0, min(size, cfg.max_samples - n))
+
+
+def schedule(cfg: AdaptiveConfig) -> list[tuple[int, int]]:
+    """Every round as (first sample index, samples drawn): the first round, then rounds of
+    ``round_size`` until ``max_samples`` (16 in rounds of 4: (0, 4), (4, 4), (8, 4), (12, 4))."""
+    rounds, n = [], 0
+    while (count := next_round(n, cfg)) > 0:
+        rounds.append((n, count))
+        n += count
+    return rounds
 
 
 @dataclass(frozen=True)

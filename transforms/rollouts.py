@@ -140,53 +140,55 @@ class VerifyFn(beam.DoFn):
         if self.sandbox is not None:
             self.sandbox.close()
 
-    def process(self, pair: tuple[Item, Samples]) -> Iterator[Any]:
+    def refuse(self, item: Item, samples: Samples, n: int = 0) -> dict[str, Any] | None:
+        """The rejection of a task whose samples cannot be verified (the sampler failed it,
+        returned nothing, or no verifier takes its family), else None. ``n``: samples
+        already verified (adaptive rounds)."""
+        if samples.error is not None:  # the sampler failed the task for good
+            return rejection(
+                stage="rollouts",
+                reason="rollouts.sampler_error",
+                detail=samples.error,
+                run_id=self.run_id,
+                item=item,
+                n=n,
+                n_requested=samples.requested,
+            )
+        if not samples.completions:
+            return rejection(
+                stage="rollouts",
+                reason="rollouts.no_samples",
+                detail=f"sampler {samples.sampler} returned no completion "
+                f"of {samples.requested} asked",
+                run_id=self.run_id,
+                item=item,
+                n=n,
+                n_requested=samples.requested,
+            )
+        assert self.verifiers is not None
+        try:
+            self.verifiers.get(item.task.family)
+        except UnsupportedFamily as exc:  # gates reject these first; kept for safety
+            return rejection(
+                stage="verify",
+                reason="verifier.unsupported",
+                detail=str(exc),
+                run_id=self.run_id,
+                item=item,
+            )
+        return None
+
+    def verify_samples(
+        self, item: Item, samples: Samples, first: int = 0
+    ) -> tuple[list[str], list[Verdict], list[dict[str, Any]]]:
+        """Verify every completion (with retries): the solutions, verdicts and rollout rows,
+        rows numbered from sample index ``first``."""
         assert self.verifiers is not None and self.pool is not None
         if not self.sandbox_counted and self.sandbox is not None:
             count_sandbox(self.sandbox.describe())  # what this worker's runs really got
             self.sandbox_counted = True
-        item, samples = pair
         task = item.task
-        if samples.error is not None:  # the sampler failed the task for good
-            yield rejected(
-                rejection(
-                    stage="rollouts",
-                    reason="rollouts.sampler_error",
-                    detail=samples.error,
-                    run_id=self.run_id,
-                    item=item,
-                    n=0,
-                    n_requested=samples.requested,
-                )
-            )
-            return
-        if not samples.completions:
-            yield rejected(
-                rejection(
-                    stage="rollouts",
-                    reason="rollouts.no_samples",
-                    detail=f"sampler {samples.sampler} returned no completion "
-                    f"of {samples.requested} asked",
-                    run_id=self.run_id,
-                    item=item,
-                    n=0,
-                    n_requested=samples.requested,
-                )
-            )
-            return
-        try:
-            verifier = self.verifiers.get(task.family)
-        except UnsupportedFamily as exc:  # gates reject these first; kept for safety
-            yield rejected(
-                rejection(
-                    stage="verify",
-                    reason="verifier.unsupported",
-                    detail=str(exc),
-                    run_id=self.run_id,
-                    item=item,
-                )
-            )
-            return
+        verifier = self.verifiers.get(task.family)
         if item.reference_s:
             verifier.calibrate(task, item.reference_s)
         entry = sample_request(item).entry_point
@@ -199,7 +201,7 @@ class VerifyFn(beam.DoFn):
         verdicts: list[Verdict] = [t.verdict for t in tries]
         for t in tries:
             count_retry("verify", t)
-        infra = [v for v in verdicts if v.status == "infra_error"]
+        rows = []
         for i, (comp, sol, verdict) in enumerate(
             zip(samples.completions, solutions, verdicts, strict=True)
         ):
@@ -208,7 +210,7 @@ class VerifyFn(beam.DoFn):
             row = Rollout(
                 task_id=task.id,
                 family=task.family,
-                sample_index=i,
+                sample_index=first + i,
                 model_id=samples.model_id,
                 sampler=samples.sampler,
                 completion=comp,
@@ -219,7 +221,20 @@ class VerifyFn(beam.DoFn):
                 reward_components=earned.components if isinstance(earned, Reward) else None,
                 **samples.columns(i),
             )
-            yield beam.pvalue.TaggedOutput(ROLLOUTS, row.model_dump())
+            rows.append(row.model_dump())
+        return solutions, verdicts, rows
+
+    def process(self, pair: tuple[Item, Samples]) -> Iterator[Any]:
+        item, samples = pair
+        refused = self.refuse(item, samples)
+        if refused is not None:
+            yield rejected(refused)
+            return
+        solutions, verdicts, rows = self.verify_samples(item, samples)
+        for row in rows:
+            yield beam.pvalue.TaggedOutput(ROLLOUTS, row)
+        infra = [v for v in verdicts if v.status == "infra_error"]
+        task = item.task
         scored = [v for v in verdicts if v.status != "infra_error"]
         k = sum(v.passed for v in scored)
         settled, why = band_settled(k, len(scored), len(infra), self.band)

@@ -41,6 +41,10 @@ DASHED: list[tuple[str, str | None]] = [
     ("--max-attempts", "2"),
     ("--extra-body", '{"a": 1}'),
     ("--top-p", "0.5"),
+    ("--adaptive-round", "2"),
+    ("--adaptive-first-round", "2"),
+    ("--adaptive-confidence", "0.9"),
+    ("--adaptive-streak", "8"),
 ]
 
 

@@ -16,6 +16,7 @@ class SamplerConfig:
     backend: str = "transformers"
     model: str | None = None
     samples: int = 4
+    first_sample: int = 0  # index of the first sample drawn (adaptive rounds draw 4..7, ...)
     max_new_tokens: int = 256
     temperature: float = 0.8
     top_p: float = 0.95
@@ -40,6 +41,8 @@ class SamplerConfig:
             raise ValueError(f"samples must be an integer >= 1, got {self.samples!r}")
         if self.samples < 1:
             raise ValueError(f"samples must be >= 1, got {self.samples}")
+        if self.first_sample < 0:
+            raise ValueError(f"first_sample must be >= 0, got {self.first_sample}")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if not self.temperature >= 0:  # also rejects NaN

@@ -243,7 +243,8 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         input_ids = enc["input_ids"].repeat_interleave(k, dim=0)
         attention = enc["attention_mask"].repeat_interleave(k, dim=0)
-        seeds = [sample_seed(cfg.seed, r.task_id, j) for r in requests for j in range(k)]
+        first = cfg.first_sample  # sample j of a task has the same seed in any round layout
+        seeds = [sample_seed(cfg.seed, r.task_id, first + j) for r in requests for j in range(k)]
         eos = model.model.generation_config.eos_token_id
         if eos is None:
             eos = tok.eos_token_id

@@ -5,7 +5,10 @@ transformers sampler (``prompts.render_messages``). Per task, one request asks f
 samples through ``n``; a server that returns fewer choices (``transformers serve`` ignores
 ``n`` and returns one) gets one request per missing sample, sample ``j`` seeded with
 ``sample_seed(seed, task_id, j)`` (the first request uses sample 0's seed), so the same run
-asks the same questions whatever the server does with ``n``.
+asks the same questions whatever the server does with ``n``. A config with ``first_sample``
+(an adaptive round) numbers its samples from there: one request for samples 4..7 is seeded
+with sample 4's seed, so its completions match a fixed-K run's only where the server
+answers one sample per request (a request for ``n`` is one seed, not ``n``).
 
 Up to ``max_concurrency`` requests are in flight per worker (a thread pool around the
 synchronous client). Each request has a timeout and its own bounded retries
@@ -216,7 +219,7 @@ def sample_tasks(
     pending: dict[Future[Drawn], tuple[TaskState, int, int]] = {}
 
     def submit(state: TaskState, first_index: int, n: int) -> None:
-        seed = sample_seed(cfg.seed, state.req.task_id, first_index)
+        seed = sample_seed(cfg.seed, state.req.task_id, cfg.first_sample + first_index)
         future = conn.pool.submit(draw, conn, cfg, state, n, seed)
         pending[future] = (state, first_index, n)
 

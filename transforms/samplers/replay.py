@@ -1,10 +1,12 @@
 """Replay sampler: recorded completions read from JSONL (optionally .gz) or Parquet.
 
 Rows are ``{"task_id": str, "completion": str}`` with an optional ``"model_id"``; a task's
-rows are kept in file order and the first K are returned. A task with fewer than K rows gets
-what there is (``Samples.requested`` still says K, so the pipeline records the shortfall); a
-task with no rows gets zero completions (the pipeline rejects it). Files are opened through
-Beam's FileSystems, so any path Beam can read works (local, gs://, s3:// with the matching extra).
+rows are kept in file order and the first K are returned (rows ``first_sample`` to
+``first_sample + K - 1`` when a config starts later, as adaptive rounds do). A task with
+fewer than K rows gets what there is (``Samples.requested`` still says K, so the pipeline
+records the shortfall); a task with no rows gets zero completions (the pipeline rejects it).
+Files are opened through Beam's FileSystems, so any path Beam can read works (local, gs://,
+s3:// with the matching extra).
 What it does NOT do: stream the file (it is read whole, once per worker), or check that the
 recorded completions came from the prompt the task has now.
 """
@@ -101,7 +103,7 @@ def read_replay(path: str) -> Recorded:
 
 
 class ReplayModelHandler(ModelHandler[SampleRequest, Samples, Recorded]):
-    """Serve the first K recorded completions per task from a replay file."""
+    """Serve K recorded completions per task (from ``first_sample`` on) from a replay file."""
 
     def __init__(self, cfg: SamplerConfig) -> None:
         super().__init__(min_batch_size=1, max_batch_size=max(cfg.batch_size, 64))
@@ -125,11 +127,11 @@ class ReplayModelHandler(ModelHandler[SampleRequest, Samples, Recorded]):
         inference_args: dict[str, Any] | None = None,
     ) -> Iterable[Samples]:
         """The first K recorded completions for each request (fewer, or none, if not recorded)."""
-        k = self._cfg.samples
+        k, first = self._cfg.samples, self._cfg.first_sample
         return [
             Samples(
                 task_id=req.task_id,
-                completions=list(model.completions.get(req.task_id, [])[:k]),
+                completions=list(model.completions.get(req.task_id, [])[first : first + k]),
                 model_id=model.model_ids.get(req.task_id, self._path),
                 sampler="replay",
                 requested=k,
