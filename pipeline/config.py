@@ -56,7 +56,7 @@ class CurateConfig:
                 f"with --adaptive, --samples is the maximum per task: adaptive.max_samples "
                 f"({self.adaptive.max_samples}) must equal sampler.samples ({self.sampler.samples})"
             )
-        # multi-turn episodes (--turns) are added in parallel; wherever the field lands
+        # multi-turn episodes (--turns): a turns field on the run or on the sampler config
         turns: int = getattr(self, "turns", None) or getattr(self.sampler, "turns", None) or 1
         if turns > 1:
             raise ValueError(
