@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,25 @@ def test_adaptive_runs_have_their_own_fingerprint() -> None:
         inputs=("x",), output="o", sampler=SamplerConfig(samples=16), adaptive=AdaptiveConfig(16)
     )
     assert fixed.fingerprint() != adaptive.fingerprint()
+
+
+ADAPTIVE = AdaptiveConfig(16)
+
+
+@dataclass(frozen=True)
+class _TurnsSampler(SamplerConfig):
+    """A sampler config with multi-turn episodes (the field lives with --turns)."""
+
+    turns: int = 3
+
+
+def test_adaptive_with_several_turns_is_refused() -> None:
+    with pytest.raises(ValueError, match="--adaptive cannot be combined with --turns 3"):
+        three = _TurnsSampler(samples=16)
+        CurateConfig(inputs=("x",), output="o", sampler=three, adaptive=ADAPTIVE)
+
+
+def test_adaptive_with_one_turn_is_fine() -> None:
+    one = _TurnsSampler(samples=16, turns=1)
+    cfg = CurateConfig(inputs=("x",), output="o", sampler=one, adaptive=ADAPTIVE)
+    assert cfg.adaptive is not None
