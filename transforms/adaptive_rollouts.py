@@ -115,7 +115,8 @@ class RoundVerifyFn(beam.DoFn):
         self.verify.teardown()
 
     def process(self, element: tuple[Item, Progress, Samples]) -> Iterator[Any]:
-        item, progress, samples = element
+        item, before, samples = element
+        progress = dataclasses.replace(before, passing=list(before.passing))  # inputs stay as-is
         asked, got = samples.requested, len(samples.completions)
         progress.asked += asked
         if progress.drawn and not got and samples.error is None:
