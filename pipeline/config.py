@@ -53,7 +53,7 @@ class CurateConfig:
             data.pop(key)
         for where in ("urls", "token_env", "priority"):  # where the sandbox service runs
             data["sandbox"].pop(where, None)
-        for key in ("cache_dir", "max_concurrency", "api_key_env"):  # how, not what
+        for key in ("cache_dir", "max_concurrency", "api_key_env", "accelerator"):  # how, not what
             data["sampler"].pop(key, None)
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
