@@ -41,6 +41,9 @@ DASHED: list[tuple[str, str | None]] = [
     ("--max-attempts", "2"),
     ("--extra-body", '{"a": 1}'),
     ("--top-p", "0.5"),
+    ("--vllm-arg", "--max-model-len=4096"),
+    ("--vllm-api", "completions"),
+    ("--gpu-accelerator", "type:nvidia-l4;count:1;install-nvidia-driver"),
 ]
 
 
