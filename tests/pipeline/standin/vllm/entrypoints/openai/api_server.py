@@ -8,7 +8,8 @@ ones; only the engine differs (``transformers serve`` answers one choice whateve
 
 Flags it does not know end it with exit status 2, as vLLM's own parser does; engine flags that
 mean nothing on a CPU (``--max-model-len``, ``--gpu-memory-utilization``, ...) are accepted
-and ignored, and said so on stdout. It runs the server as its child and stops it when it is
+and ignored, and said so in its output (stdout, or the file named by ``$VLLM_STANDIN_LOG``, where
+tests read what the server logged). It runs the server as its child and stops it when it is
 told to stop (SIGTERM, SIGINT) or when the process that started it goes away.
 What it does NOT do: honour ``n``, tensor parallelism, quantization or any engine setting,
 or serve under another name than ``--model`` (``--served-model-name`` is refused).
@@ -38,6 +39,7 @@ IGNORED_WITH_VALUE = (
 )
 IGNORED_SWITCHES = ("--enforce-eager", "--disable-log-requests", "--trust-remote-code")
 PR_SET_PDEATHSIG = 1
+LOG_ENV = "VLLM_STANDIN_LOG"  # a file for the server's output (default: stdout, read by Beam)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -82,13 +84,21 @@ def _die_with_parent() -> None:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
+    log_path = os.environ.get(LOG_ENV)
+    out = open(log_path, "a") if log_path else sys.stdout  # noqa: SIM115 (the child writes it)
     ignored = [a for a in argv if a.split("=")[0] in IGNORED_WITH_VALUE + IGNORED_SWITCHES]
     if ignored:
-        print(f"stand-in vllm: ignoring engine flags on the CPU: {ignored}", flush=True)
+        print(f"stand-in vllm: ignoring engine flags on the CPU: {ignored}", file=out, flush=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.setdefault("OMP_NUM_THREADS", "1")
     parent = os.getppid()
-    child = subprocess.Popen(serve_command(args), env=env, preexec_fn=_die_with_parent)
+    child = subprocess.Popen(
+        serve_command(args),
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_die_with_parent,
+    )
     stop = False
 
     def on_signal(signum: int, frame: object) -> None:
