@@ -14,6 +14,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,3 +194,41 @@ def test_a_server_that_does_not_start_is_a_clear_error(
     assert run.code == 2
     assert "the vLLM server did not start" in err and "--no-such-flag 1" in err
     assert not run.out.exists()  # nothing published
+
+
+def _kill_server_at_first_request(log: Path, done: threading.Event) -> list[int]:
+    """Watch the stand-in's log; SIGKILL its ``transformers serve`` once a request arrived."""
+    killed: list[int] = []
+
+    def watch() -> None:
+        while not done.is_set():
+            text = log.read_text(errors="replace") if log.exists() else ""
+            pids = re.findall(r"transformers serve pid (\d+)", text)
+            if pids and "'n'" in text:  # the server logs the first request's ignored n
+                os.kill(int(pids[0]), signal.SIGKILL)  # a process this test's run started
+                killed.append(int(pids[0]))
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return killed
+
+
+def test_a_server_killed_mid_run_is_restarted_by_beam_and_no_task_is_lost(
+    tmp_path: Path, standin_env: Path, model_dir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "server.log"
+    monkeypatch.setenv("VLLM_STANDIN_LOG", str(log))
+    done = threading.Event()
+    killed = _kill_server_at_first_request(log, done)
+    try:
+        run = _curate(tmp_path, model_dir, log, TASKS, "--max-concurrency", "2")
+    finally:
+        done.set()
+    assert killed, "the server was never killed"
+    assert run.code == 0
+    manifest = _conserved(run.out, TASKS)
+    assert len(re.findall(r"transformers serve pid", log.read_text())) >= 2  # Beam restarted it
+    assert manifest["stage_counters"]["rollouts.vllm.retries"] >= 1
+    assert "rollouts.sampler_error" not in manifest["rejected_by_reason"]
+    assert len(_rows(run.out, "rollouts")) == K * len(TASKS)

@@ -23,7 +23,10 @@ A server that does not start (Beam tries four times) or cannot be restarted stop
 What it does NOT do: honour per-request client retries of its own (Beam's client retries twice
 before a failure reaches ours), report per-sample token counts when the server answers several
 choices at once (the usage is per request), or bound how long Beam waits for a server that
-neither answers nor exits (Beam's own limit, 600 s per start attempt).
+neither answers nor exits (Beam's own limit, 600 s per start attempt). When the server dies,
+each request in flight runs Beam's reconnect check; Beam does not lock those against each
+other, so a request may meet the server half restarted: that failure is retried like a
+connection error.
 """
 
 from __future__ import annotations
@@ -146,7 +149,8 @@ def draw(conn: Connection, cfg: SamplerConfig, state: TaskState, n: int, seed: i
                 raise failure from exc
             if type(exc) is Exception and _BEAM_SERVER_FAILED in str(exc):
                 raise server_error(cfg, exc) from exc
-            raise
+            # e.g. the server object seen mid-restart by a concurrent request: try again
+            raise Failure(f"{type(exc).__name__}: {exc}"[:300], retryable=True) from exc
         response = result.inference
         if not response.choices:
             raise Failure("the server returned no choices", retryable=False)

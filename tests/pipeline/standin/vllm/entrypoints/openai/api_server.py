@@ -99,6 +99,9 @@ def main(argv: list[str]) -> int:
         stderr=subprocess.STDOUT,
         preexec_fn=_die_with_parent,
     )
+    print(
+        f"stand-in vllm: transformers serve pid {child.pid} port {args.port}", file=out, flush=True
+    )
     stop = False
 
     def on_signal(signum: int, frame: object) -> None:
