@@ -74,7 +74,7 @@ class CurateConfig:
             data.pop(key)
         for where in ("urls", "token_env", "priority"):  # where the sandbox service runs
             data["sandbox"].pop(where, None)
-        for key in ("cache_dir", "max_concurrency", "api_key_env"):  # how, not what
+        for key in ("cache_dir", "max_concurrency", "api_key_env", "accelerator"):  # how, not what
             data["sampler"].pop(key, None)
         if data["adaptive"] is None:  # fingerprints of fixed-K runs stay as they were
             data.pop("adaptive")

@@ -12,6 +12,7 @@ from pipeline.decontam_cmd import add_decontam_flags
 from pipeline.flags import add_dedup_flags, add_format_flag
 from pipeline.reliability_flags import add_reliability_flags
 from pipeline.sampler_flags import add_server_flags
+from pipeline.vllm_flags import add_vllm_flags
 
 EPILOG = """\
 Arguments curate does not know are passed to Beam as pipeline options.
@@ -48,18 +49,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_decontam_flags(p)
     p.add_argument("--samples", "-k", type=int, default=4, help="samples per task (default 4)")
     p.add_argument(
-        "--sampler", default="transformers", choices=["transformers", "replay", "openai"]
+        "--sampler", default="transformers", choices=["transformers", "replay", "openai", "vllm"]
     )
     p.add_argument("--replay", help="recorded completions for --sampler replay")
     p.add_argument(
         "--model",
         help="local model directory (default: bundled SmolLM2-135M); with --sampler openai, "
-        "the model name the server serves",
+        "the model name the server serves; with --sampler vllm, what vLLM loads",
     )
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=0)
     add_server_flags(p)
+    add_vllm_flags(p)
     add_adaptive_flags(p)
     p.add_argument("--too-hard", type=float, default=0.0, help="reject pass rate <= this")
     p.add_argument("--too-easy", type=float, default=1.0, help="reject pass rate >= this")

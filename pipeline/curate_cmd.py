@@ -20,10 +20,12 @@ from pipeline.config import CurateConfig
 from pipeline.flags import dedup_config, url_list
 from pipeline.reliability_flags import ambiguity_config, strength_config
 from pipeline.sampler_flags import check_server_args, server_fields
+from pipeline.vllm_flags import check_vllm_args, vllm_fields
 from schemas import Manifest
 from transforms.decontaminate import DecontamConfig
 from transforms.gates import GatesConfig
 from transforms.samplers import SamplerConfig
+from transforms.samplers.vllm_args import VLLMServerError
 from transforms.stats import BandConfig
 from verifiers import SandboxConfig
 
@@ -32,8 +34,11 @@ def check_sampler_args(args: argparse.Namespace) -> None:
     """Fail before the run starts when the sampler's inputs are missing."""
     import importlib.util
 
+    check_vllm_args(args)
     if args.sampler == "openai":
         check_server_args(args)
+    elif args.sampler == "vllm":
+        pass  # check_vllm_args; the model is a name or a path on the workers
     elif args.sampler == "replay":
         if not args.replay:
             raise ValueError("--sampler replay needs --replay FILE with recorded completions")
@@ -101,6 +106,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
             seed=args.seed,
             replay_path=args.replay,
             **server_fields(args),
+            **vllm_fields(args),
         ),
         band=BandConfig(too_hard=args.too_hard, too_easy=args.too_easy),
         adaptive=adaptive_config(args),
@@ -151,7 +157,15 @@ def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
             print(cfg.dedup.explain(), file=sys.stderr)
         with console.status("curating… (stages log as they go)", spinner="dots"):
             result = curate(cfg)
-    except (InputError, OutputExists, ValueError, ImportError, SandboxUnavailable, OSError) as exc:
+    except (
+        InputError,
+        OutputExists,
+        ValueError,
+        ImportError,
+        SandboxUnavailable,
+        OSError,
+        VLLMServerError,
+    ) as exc:
         console.print(f"[red]tasksieve curate: error:[/red] {exc}", highlight=False)
         return 2
     except ConservationError as exc:  # a bug, not a user mistake: say so

@@ -130,7 +130,7 @@ def test_extract_prefers_family_language_over_untagged() -> None:
         ({"top_p": 1.5}, "top_p must be in (0, 1]"),
         ({"batch_size": 0}, "batch_size must be >= 1"),
         ({"seed": -1}, "seed must be >= 0"),
-        ({"backend": "vllm"}, "backend must be one of transformers, replay"),
+        ({"backend": "sglang"}, "backend must be one of transformers, replay"),
         ({"backend": "replay"}, "backend 'replay' needs replay_path"),
         ({"replay_path": "x.jsonl"}, "replay_path is only used by backend 'replay'"),
     ],

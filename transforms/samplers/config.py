@@ -6,7 +6,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-BACKENDS: tuple[str, ...] = ("transformers", "replay", "openai")
+from transforms.samplers.vllm_args import check_vllm_fields
+
+BACKENDS: tuple[str, ...] = ("transformers", "replay", "openai", "vllm")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,10 @@ class SamplerConfig:
     request_timeout_s: float = 300.0
     max_attempts: int = 5  # per request, the first try included
     extra_body: str = ""  # JSON object merged into every request (server-specific fields)
+    # vllm backend: Beam's vLLM handlers (see transforms.samplers.vllm_sampler)
+    vllm_args: tuple[str, ...] = ()  # extra server flags, each "--name=value" or "--name"
+    vllm_api: str = "chat"  # chat or completions
+    accelerator: str | None = None  # Beam resource hint of the sampling step
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -64,6 +70,7 @@ class SamplerConfig:
                 f"replay_path (backend is {self.backend!r})"
             )
         self._check_server()
+        check_vllm_fields(self.backend, self.model, self.vllm_args, self.vllm_api, self.accelerator)
 
     def _check_server(self) -> None:
         """Validate the fields of the ``openai`` backend."""

@@ -27,7 +27,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,18 +104,19 @@ class Tally:
     failed_requests: int = 0
     failed_tasks: int = 0
     n_ignored: int = 0
+    backend: str = "openai"  # counters are named rollouts.<backend>.*
 
     def publish(self) -> None:
         """Add this tally to the run's counters (the manifest's stage_counters)."""
         for name, value in (
-            ("rollouts.openai.requests", self.requests),
-            ("rollouts.openai.retries", self.retries),
-            ("rollouts.openai.failed_requests", self.failed_requests),
-            ("rollouts.openai.failed_tasks", self.failed_tasks),
-            ("rollouts.openai.n_ignored", self.n_ignored),
+            ("requests", self.requests),
+            ("retries", self.retries),
+            ("failed_requests", self.failed_requests),
+            ("failed_tasks", self.failed_tasks),
+            ("n_ignored", self.n_ignored),
         ):
             if value:
-                count(name, value)
+                count(f"rollouts.{self.backend}.{name}", value)
 
 
 def api_key(env_var: str | None) -> str:
@@ -186,14 +187,25 @@ def draw(conn: Connection, cfg: SamplerConfig, state: TaskState, n: int, seed: i
         return response, time.monotonic() - start
 
     (response, latency), attempts = call_with_retries(attempt, conn.policy, rng=conn.rng)
+    texts = [choice.message.content or "" for choice in list(response.choices)[:n]]
+    return to_drawn(cfg, state, response, texts, latency, seed, attempts)
+
+
+def to_drawn(
+    cfg: SamplerConfig,
+    state: TaskState,
+    response: Any,
+    texts: list[str],
+    latency: float,
+    seed: int,
+    attempts: Attempts,
+) -> Drawn:
+    """``Drawn`` from a chat or text completion response and the texts of its first choices."""
     usage = response.usage
-    choices = list(response.choices)[:n]
     # usage counts all choices of a response: per completion only when there is one
     per_choice = usage.completion_tokens if usage and len(response.choices) == 1 else None
-    texts: list[str] = []
     meta: list[CompletionMeta] = []
-    for choice in choices:
-        texts.append(choice.message.content or "")
+    for choice in list(response.choices)[: len(texts)]:
         meta.append(
             CompletionMeta(
                 prompt_hash=state.hash,
@@ -210,17 +222,31 @@ def draw(conn: Connection, cfg: SamplerConfig, state: TaskState, n: int, seed: i
     return Drawn(texts, meta, attempts)
 
 
+Draw = Callable[[Connection, SamplerConfig, TaskState, int, int], Drawn]
+"""One request for ``n`` samples of a task with a seed: ``draw`` here, or another server's."""
+
+
 def sample_tasks(
-    conn: Connection, cfg: SamplerConfig, requests: Sequence[SampleRequest]
+    conn: Connection,
+    cfg: SamplerConfig,
+    requests: Sequence[SampleRequest],
+    draw_fn: Draw | None = None,
+    hash_fn: Callable[[SampleRequest], str] | None = None,
 ) -> tuple[list[Samples], Tally]:
-    """K completions per request (or an error), in request order, and the batch's tally."""
-    k, tally = cfg.samples, Tally()
-    states = [TaskState(r, prompt_hash(render_messages(r))) for r in requests]
+    """K completions per request (or an error), in request order, and the batch's tally.
+
+    ``draw_fn`` sends one request (default ``draw``: chat completions through ``conn.client``);
+    ``hash_fn`` is the prompt hash of a request (default: of its chat messages).
+    """
+    k, tally = cfg.samples, Tally(backend=cfg.backend)
+    draw_fn = draw_fn or draw
+    hash_fn = hash_fn or (lambda r: prompt_hash(render_messages(r)))
+    states = [TaskState(r, hash_fn(r)) for r in requests]
     pending: dict[Future[Drawn], tuple[TaskState, int, int]] = {}
 
     def submit(state: TaskState, first_index: int, n: int) -> None:
         seed = sample_seed(cfg.seed, state.req.task_id, cfg.first_sample + first_index)
-        future = conn.pool.submit(draw, conn, cfg, state, n, seed)
+        future = conn.pool.submit(draw_fn, conn, cfg, state, n, seed)
         pending[future] = (state, first_index, n)
 
     for state in states:
@@ -263,7 +289,7 @@ def _samples(cfg: SamplerConfig, state: TaskState) -> Samples:
         task_id=state.req.task_id,
         completions=[text for text, _ in ordered],
         model_id=cfg.model or "",
-        sampler="openai",
+        sampler=cfg.backend,
         requested=cfg.samples,
         meta=[meta for _, meta in ordered],
         error=error,
