@@ -8,6 +8,7 @@ from pipeline.config import CurateConfig
 from transforms.common import REJECTED
 from transforms.decontaminate import Decontaminate
 from transforms.dedup import ExactDedup, NearDedup
+from transforms.episode_stages import Episodes
 from transforms.gates import Gates
 from transforms.ingest import Ingest
 from transforms.reliability import Ambiguity, TestStrength
@@ -30,8 +31,13 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     if cfg.strength.enabled:
         measured = strong | "TestStrength" >> TestStrength(cfg.strength, cfg.sandbox, run_id)
         strong, strength_rejected = measured["ok"], [measured[REJECTED]]
-    sampled = strong | "Rollouts" >> Rollouts(cfg.sampler)
-    verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id, cfg.band, cfg.gates.retry)
+    if cfg.episodes.turns > 1:
+        verified = strong | "Episodes" >> Episodes(
+            cfg.sampler, cfg.episodes, cfg.sandbox, run_id, cfg.band, cfg.gates.retry
+        )
+    else:
+        sampled = strong | "Rollouts" >> Rollouts(cfg.sampler)
+        verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id, cfg.band, cfg.gates.retry)
     scored, ambiguity_rejected = verified["ok"], []
     if cfg.ambiguity.enabled:
         compared = scored | "Ambiguity" >> Ambiguity(cfg.ambiguity, cfg.sandbox, run_id)

@@ -10,6 +10,7 @@ from typing import Any
 
 from transforms.decontaminate import DecontamConfig
 from transforms.dedup import DedupConfig
+from transforms.episodes import EpisodeConfig
 from transforms.gates import GatesConfig
 from transforms.samplers import SamplerConfig
 from transforms.stats import BandConfig
@@ -31,6 +32,8 @@ class CurateConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     band: BandConfig = field(default_factory=BandConfig)
+    episodes: EpisodeConfig = field(default_factory=EpisodeConfig)
+    """Multi-turn episodes (``--turns``; one turn: the one-shot Rollouts and Verify stages)."""
     overwrite: bool = False
     runner: str = "DirectRunner"
     beam_args: tuple[str, ...] = ()
@@ -55,5 +58,7 @@ class CurateConfig:
             data["sandbox"].pop(where, None)
         for key in ("cache_dir", "max_concurrency", "api_key_env"):  # how, not what
             data["sampler"].pop(key, None)
+        if self.episodes.turns == 1:  # one-turn runs keep their earlier fingerprint
+            data.pop("episodes")
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

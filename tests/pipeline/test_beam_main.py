@@ -41,6 +41,7 @@ DASHED: list[tuple[str, str | None]] = [
     ("--max-attempts", "2"),
     ("--extra-body", '{"a": 1}'),
     ("--top-p", "0.5"),
+    ("--band-turn", "2"),
 ]
 
 

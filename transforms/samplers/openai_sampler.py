@@ -4,7 +4,7 @@ Chat completions through the official ``openai`` client, with the same messages 
 transformers sampler (``prompts.render_messages``). Per task, one request asks for all K
 samples through ``n``; a server that returns fewer choices (``transformers serve`` ignores
 ``n`` and returns one) gets one request per missing sample, sample ``j`` seeded with
-``sample_seed(seed, task_id, j)`` (the first request uses sample 0's seed), so the same run
+``request_seed(seed, request, j)`` (the first request uses sample 0's seed), so the same run
 asks the same questions whatever the server does with ``n``.
 
 Up to ``max_concurrency`` requests are in flight per worker (a thread pool around the
@@ -43,7 +43,7 @@ from transforms.samplers.retry import (
     is_retryable_status,
     parse_retry_after,
 )
-from transforms.samplers.seeds import sample_seed
+from transforms.samplers.seeds import request_seed
 
 _EXTRA = "pip install 'tasksieve[openai]'"
 _LOG = logging.getLogger(__name__)
@@ -194,6 +194,7 @@ def draw(conn: Connection, cfg: SamplerConfig, state: TaskState, n: int, seed: i
         meta.append(
             CompletionMeta(
                 prompt_hash=state.hash,
+                turn=state.req.turn,
                 temperature=cfg.temperature,
                 top_p=cfg.top_p,
                 seed=seed,
@@ -216,7 +217,7 @@ def sample_tasks(
     pending: dict[Future[Drawn], tuple[TaskState, int, int]] = {}
 
     def submit(state: TaskState, first_index: int, n: int) -> None:
-        seed = sample_seed(cfg.seed, state.req.task_id, first_index)
+        seed = request_seed(cfg.seed, state.req, first_index)
         future = conn.pool.submit(draw, conn, cfg, state, n, seed)
         pending[future] = (state, first_index, n)
 
