@@ -27,6 +27,7 @@ PICKS = {
 }
 FENCE = {"code": "python", "api": "python", "sql": "sql", "config": "json"}
 WRONG = {"code": "pass", "api": "pass", "sql": "SELECT 1", "config": "{}"}
+OWN_LEVEL = "sql.count_shipped"  # its task record asks for feedback level "failing"
 NO_TURN_2 = "code.is_even"  # fails turn 1, and the replay file has no turn 2 for it
 FAST = ["--no-weak-tests", "--no-ambiguity", "--no-humaneval", "--reference-runs", "1"]
 
@@ -57,6 +58,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tasks, replay = [], []
     for family, task_id in PICKS.items():
         task = _example(family, task_id)
+        if task_id == OWN_LEVEL:
+            task["feedback"] = "failing"
         tasks.append(task)
         bad, good = _fenced(family, WRONG[family]), _fenced(family, task["reference_solution"])
         replay += [
@@ -108,7 +111,17 @@ def test_later_turns_record_the_feedback_they_were_given(run: Path, task_id: str
             assert r["feedback"] is None
         else:
             assert "did not give the expected results" in r["feedback"]
-            assert "checks passed" in r["feedback"]  # the default level: summary
+            assert "checks passed" in r["feedback"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_id", PICKS.values())
+def test_a_task_record_chooses_its_own_feedback_level(run: Path, task_id: str) -> None:
+    later = [r for r in _rows(run, "rollouts") if r["task_id"] == task_id and r["turn"] > 1]
+    shows_checks = {"Failing checks:" in r["feedback"] for r in later}
+    assert shows_checks == {task_id == OWN_LEVEL}  # the others get the default, summary
+    (task,) = [t for t in _rows(run, "tasks") if t["id"] == task_id]
+    assert task["feedback"] == ("failing" if task_id == OWN_LEVEL else None)
 
 
 @pytest.mark.slow
