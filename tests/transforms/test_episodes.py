@@ -206,3 +206,16 @@ def test_every_attempt_of_a_run_has_its_own_seed() -> None:
     seeds = {request_seed(7, SampleRequest("t", "code", "p"), j) for j in range(3)}
     seeds |= {request_seed(7, _request(t, j), 0) for t in (2, 3) for j in range(3)}
     assert len(seeds) == 9
+
+
+def test_the_openai_sampler_sends_the_conversation_of_a_later_turn() -> None:
+    from transforms.samplers.openai_sampler import request_kwargs
+
+    cfg = SamplerConfig(backend="openai", endpoint="http://localhost:1/v1", model="m", samples=1)
+    history = (("assistant", "```python\nwrong\n```"), ("user", "Your answer did not run."))
+    req = SampleRequest("t", "code", "p", "add", history, turn=2, episode=1)
+    messages = request_kwargs(cfg, req, 1, request_seed(0, req, 0))["messages"]
+    assert messages[-2:] == [
+        {"role": "assistant", "content": "```python\nwrong\n```"},
+        {"role": "user", "content": "Your answer did not run."},
+    ]
