@@ -9,6 +9,7 @@ from transforms.adaptive_rollouts import AdaptiveRollouts
 from transforms.common import REJECTED
 from transforms.decontaminate import Decontaminate
 from transforms.dedup import ExactDedup, NearDedup
+from transforms.episode_stages import Episodes
 from transforms.gates import Gates
 from transforms.ingest import Ingest
 from transforms.reliability import Ambiguity, TestStrength
@@ -31,7 +32,11 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     if cfg.strength.enabled:
         measured = strong | "TestStrength" >> TestStrength(cfg.strength, cfg.sandbox, run_id)
         strong, strength_rejected = measured["ok"], [measured[REJECTED]]
-    if cfg.adaptive is not None:
+    if cfg.episodes.turns > 1:
+        verified = strong | "Episodes" >> Episodes(
+            cfg.sampler, cfg.episodes, cfg.sandbox, run_id, cfg.band, cfg.gates.retry
+        )
+    elif cfg.adaptive is not None:
         verified = strong | "AdaptiveRollouts" >> AdaptiveRollouts(
             cfg.sampler, cfg.adaptive, cfg.sandbox, run_id, cfg.band, cfg.gates.retry
         )

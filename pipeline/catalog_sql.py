@@ -267,7 +267,7 @@ CROSS JOIN (SELECT any_value(input) AS input FROM current_run) t
 GROUP BY f.step, r.stage, r.reason
 ORDER BY f.step NULLS LAST, rejected DESC, r.reason""",
     """CREATE OR REPLACE MACRO rollouts_of(task) AS TABLE
-SELECT * FROM rollouts WHERE task_id = task ORDER BY sample_index""",
+SELECT * FROM rollouts WHERE task_id = task ORDER BY sample_index, turn""",
     """CREATE OR REPLACE MACRO checks_of(task) AS TABLE
 SELECT sample_index, status, check_index, chk.name AS check_name, chk.passed AS passed,
        chk.detail AS detail

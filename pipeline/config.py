@@ -11,6 +11,7 @@ from typing import Any
 from transforms.adaptive import AdaptiveConfig
 from transforms.decontaminate import DecontamConfig
 from transforms.dedup import DedupConfig
+from transforms.episodes import EpisodeConfig
 from transforms.gates import GatesConfig
 from transforms.samplers import SamplerConfig
 from transforms.stats import BandConfig
@@ -32,6 +33,8 @@ class CurateConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     band: BandConfig = field(default_factory=BandConfig)
+    episodes: EpisodeConfig = field(default_factory=EpisodeConfig)
+    """Multi-turn episodes (``--turns``; one turn: the one-shot Rollouts and Verify stages)."""
     adaptive: AdaptiveConfig | None = None
     """Sample in rounds and stop a task once its label is settled (``--adaptive``)."""
     overwrite: bool = False
@@ -56,13 +59,7 @@ class CurateConfig:
                 f"with --adaptive, --samples is the maximum per task: adaptive.max_samples "
                 f"({self.adaptive.max_samples}) must equal sampler.samples ({self.sampler.samples})"
             )
-        # multi-turn episodes (--turns): a turns field on the run or on the sampler config
-        turns: int = getattr(self, "turns", None) or getattr(self.sampler, "turns", None) or 1
-        if turns > 1:
-            raise ValueError(
-                f"--adaptive cannot be combined with --turns {turns}: adaptive rounds stop on "
-                "single-turn pass rates; drop one of the two flags"
-            )
+        self.episodes.check_not_adaptive(True)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -76,6 +73,8 @@ class CurateConfig:
             data["sandbox"].pop(where, None)
         for key in ("cache_dir", "max_concurrency", "api_key_env", "accelerator"):  # how, not what
             data["sampler"].pop(key, None)
+        if self.episodes.turns == 1:  # one-turn runs keep their earlier fingerprint
+            data.pop("episodes")
         if data["adaptive"] is None:  # fingerprints of fixed-K runs stay as they were
             data.pop("adaptive")
         if data["sampler"].get("first_sample") == 0:

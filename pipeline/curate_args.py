@@ -9,6 +9,7 @@ import argparse
 
 from pipeline.adaptive_flags import add_adaptive_flags
 from pipeline.decontam_cmd import add_decontam_flags
+from pipeline.episode_flags import add_episode_flags
 from pipeline.flags import add_dedup_flags, add_format_flag
 from pipeline.reliability_flags import add_reliability_flags
 from pipeline.sampler_flags import add_server_flags
@@ -63,6 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_server_flags(p)
     add_vllm_flags(p)
     add_adaptive_flags(p)
+    add_episode_flags(p)
     p.add_argument("--too-hard", type=float, default=0.0, help="reject pass rate <= this")
     p.add_argument("--too-easy", type=float, default=1.0, help="reject pass rate >= this")
     add_dedup_flags(p)

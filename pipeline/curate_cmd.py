@@ -17,6 +17,7 @@ from rich.logging import RichHandler
 
 from pipeline.adaptive_flags import adaptive_config
 from pipeline.config import CurateConfig
+from pipeline.episode_flags import episode_config
 from pipeline.flags import dedup_config, url_list
 from pipeline.reliability_flags import ambiguity_config, strength_config
 from pipeline.sampler_flags import check_server_args, server_fields
@@ -109,6 +110,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
             **vllm_fields(args),
         ),
         band=BandConfig(too_hard=args.too_hard, too_easy=args.too_easy),
+        episodes=episode_config(args),
         adaptive=adaptive_config(args),
         runner=args.runner,
         beam_args=tuple(beam_args),

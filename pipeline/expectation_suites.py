@@ -220,8 +220,8 @@ def rollouts_suite(facts: RunFacts) -> gx.ExpectationSuite:
                 meta=_meta("task_id names a kept task or a rejected record of this run"),
             ),
             gxe.ExpectCompoundColumnsToBeUnique(
-                column_list=["task_id", "sample_index"],
-                meta=_meta("one rollout per (task_id, sample_index)"),
+                column_list=["task_id", "sample_index", "turn"],
+                meta=_meta("one rollout per (task_id, sample_index, turn)"),
             ),
             gxe.ExpectColumnValuesToBeBetween(
                 column="sample_index", min_value=0, meta=_meta("sample_index >= 0")
@@ -246,7 +246,7 @@ def rollouts_suite(facts: RunFacts) -> gx.ExpectationSuite:
 
 
 def per_task_suite() -> gx.ExpectationSuite:
-    """Each scored task has exactly ``n`` rollouts."""
+    """Each scored task has exactly ``n`` first-turn rollouts (one per sample or episode)."""
     return _suite(
         "per_task",
         [

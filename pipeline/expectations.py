@@ -135,7 +135,7 @@ def _column(frame: pd.DataFrame, name: str) -> list[Any]:
 
 
 def per_task_frame(tasks: pd.DataFrame, rejected: pd.DataFrame, rollouts: pd.DataFrame) -> Any:
-    """One row per scored task or rollout-referenced id: its ``n`` and its rollout count."""
+    """One row per scored task or rollout-referenced id: its ``n`` and its turn-1 rollouts."""
     n_of: dict[str, Any] = {}
     for ids, ns in (
         (_column(tasks, "id"), _column(tasks, "n")),
@@ -144,7 +144,10 @@ def per_task_frame(tasks: pd.DataFrame, rejected: pd.DataFrame, rollouts: pd.Dat
         for i, n in zip(ids, ns, strict=False):
             if isinstance(n, int) and not isinstance(n, bool):  # else: the schema suite says
                 n_of[str(i)] = n
-    counts = Counter(str(t) for t in _column(rollouts, "task_id"))
+    turns = _column(rollouts, "turn") or [1] * len(rollouts)
+    counts = Counter(  # first attempts: later turns of an episode share its sample_index
+        str(t) for t, turn in zip(_column(rollouts, "task_id"), turns, strict=False) if turn == 1
+    )
     ids = sorted(set(n_of) | set(counts))
     return pd.DataFrame(
         {

@@ -91,6 +91,11 @@ class Rollout(_Rec):
         description="sha256 of the chat messages sent, as canonical JSON (model-independent).",
     )
     turn: int = Field(default=1, description="Turn of the episode (1: the first attempt).")
+    feedback: str | None = Field(
+        default=None,
+        description="Multi-turn runs: the feedback message on the previous turn's verdict that "
+        "preceded this attempt (null on turn 1). The rows of one episode share sample_index.",
+    )
     temperature: float | None = None
     top_p: float | None = None
     seed: int | None = Field(
@@ -208,12 +213,23 @@ class CuratedTask(_Rec):
         description="The task's reward spec as canonical JSON text.",
         json_schema_extra=JSON_TEXT,
     )
+    feedback: str | None = Field(
+        default=None, description="The task's own multi-turn feedback level (null: none set)."
+    )
     n: int = Field(description="Samples obtained and verified (k of n passed).")
     k: int
     n_requested: int = Field(
         description="Samples asked of the sampler (K); n < n_requested when it returned fewer."
     )
     pass_rate: float
+    pass_rate_by_turn: list[float] | None = Field(
+        default=None,
+        description="Multi-turn runs: share of the n episodes passed by turn 1, 2, .. T "
+        "(cumulative); pass_rate is the entry of the run's band turn. Null for one-turn runs.",
+    )
+    k_by_turn: list[int] | None = Field(
+        default=None, description="Multi-turn runs: episodes passed by turn 1, 2, .. T."
+    )
     ci_low: float
     ci_high: float
     difficulty: Difficulty
@@ -246,6 +262,7 @@ class CuratedTask(_Rec):
                 "tags": self.tags,
                 "metadata": json.loads(self.metadata),
                 "reward": json.loads(self.reward),
+                "feedback": self.feedback,
             }
         )
 

@@ -17,6 +17,8 @@ from schemas.strict import STRICT, JsonInt, JsonObject
 SCHEMA_VERSION = "1.0"
 
 Family = Literal["code", "sql", "api", "config"]
+FeedbackLevel = Literal["none", "summary", "failing"]
+"""How much of a task's tests multi-turn feedback may reveal (``verifiers.feedback``)."""
 FAMILIES: tuple[str, ...] = ("code", "sql", "api", "config")
 
 
@@ -263,6 +265,12 @@ class TaskRecord(_Strict):
     reward: RewardSpec = Field(
         default_factory=RewardSpec,
         description="How verdicts become rewards (default: binary, 1 for pass else 0).",
+    )
+    feedback: FeedbackLevel | None = Field(
+        default=None,
+        description="Multi-turn runs: how much of the tests the feedback after a failed turn "
+        "may reveal (none, summary, failing); null: the run's default. curate --feedback "
+        "overrides it.",
     )
 
     @model_validator(mode="after")

@@ -46,6 +46,8 @@ class Scored:
     passing: list[tuple[int, str]] = field(default_factory=list)
     """The passing samples as (sample_index, solution), for the Ambiguity stage."""
     ambiguity: AmbiguityCheck | None = None  # set by the Ambiguity stage
+    k_by_turn: list[int] | None = None
+    """Multi-turn runs: episodes passed by turn 1..T (k is the band turn's entry)."""
 
     @property
     def short(self) -> bool:

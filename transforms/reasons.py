@@ -43,6 +43,7 @@ REASONS: frozenset[str] = frozenset(
         "gate.weak_tests",
         "rollouts.no_samples",
         "rollouts.sampler_error",
+        "rollouts.turn_missing",
         "verify.infra_error",
         "filter.too_easy",
         "filter.too_hard",

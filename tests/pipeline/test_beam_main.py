@@ -48,6 +48,7 @@ DASHED: list[tuple[str, str | None]] = [
     ("--adaptive-first-round", "2"),
     ("--adaptive-confidence", "0.9"),
     ("--adaptive-streak", "8"),
+    ("--band-turn", "2"),
 ]
 
 

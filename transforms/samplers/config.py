@@ -104,12 +104,24 @@ class SamplerConfig:
 
 @dataclass(frozen=True)
 class SampleRequest:
-    """One task to sample completions for."""
+    """One task to sample completions for, or one later turn of one of its episodes.
+
+    Turn 1 (the default) asks for K completions of the task's prompt. A later turn of a
+    multi-turn episode (``transforms.episodes``) asks for one completion per request:
+    ``history`` holds the conversation after the prompt as (role, content) pairs (the
+    episode's earlier answers and the feedback on them, ending with a user message),
+    ``turn`` its number and ``episode`` the episode's sample index. Every sampler renders
+    the messages with ``prompts.render_messages`` and seeds with ``seeds.request_seed``, so
+    history and seeding need nothing backend-specific.
+    """
 
     task_id: str
     family: str
     prompt: str
     entry_point: str | None = None
+    history: tuple[tuple[str, str], ...] = ()
+    turn: int = 1
+    episode: int | None = None
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from transforms.omp_env import passive_waits
 from transforms.samplers.config import CompletionMeta, SamplerConfig, SampleRequest, Samples
 from transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
 from transforms.samplers.prompts import prompt_hash, render_messages
-from transforms.samplers.seeds import sample_seed
+from transforms.samplers.seeds import request_seed, sample_seed
 
 __all__ = ["LoadedModel", "TransformersModelHandler", "cpu_threads", "sample_seed"]
 
@@ -244,7 +244,7 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         input_ids = enc["input_ids"].repeat_interleave(k, dim=0)
         attention = enc["attention_mask"].repeat_interleave(k, dim=0)
         first = cfg.first_sample  # sample j of a task has the same seed in any round layout
-        seeds = [sample_seed(cfg.seed, r.task_id, first + j) for r in requests for j in range(k)]
+        seeds = [request_seed(cfg.seed, r, first + j) for r in requests for j in range(k)]
         eos = model.model.generation_config.eos_token_id
         if eos is None:
             eos = tok.eos_token_id
@@ -284,6 +284,7 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
             metas.append(
                 CompletionMeta(
                     prompt_hash=hashes[row // k],
+                    turn=requests[row // k].turn,
                     temperature=cfg.temperature,
                     top_p=cfg.top_p,
                     seed=seeds[row],

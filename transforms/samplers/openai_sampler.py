@@ -4,7 +4,7 @@ Chat completions through the official ``openai`` client, with the same messages 
 transformers sampler (``prompts.render_messages``). Per task, one request asks for all K
 samples through ``n``; a server that returns fewer choices (``transformers serve`` ignores
 ``n`` and returns one) gets one request per missing sample, sample ``j`` seeded with
-``sample_seed(seed, task_id, j)`` (the first request uses sample 0's seed), so the same run
+``request_seed(seed, request, j)`` (the first request uses sample 0's seed), so the same run
 asks the same questions whatever the server does with ``n``. A config with ``first_sample``
 (an adaptive round) numbers its samples from there: one request for samples 4..7 is seeded
 with sample 4's seed, so its completions match a fixed-K run's only where the server
@@ -46,7 +46,7 @@ from transforms.samplers.retry import (
     is_retryable_status,
     parse_retry_after,
 )
-from transforms.samplers.seeds import sample_seed
+from transforms.samplers.seeds import request_seed
 
 _EXTRA = "pip install 'tasksieve[openai]'"
 _LOG = logging.getLogger(__name__)
@@ -209,6 +209,7 @@ def to_drawn(
         meta.append(
             CompletionMeta(
                 prompt_hash=state.hash,
+                turn=state.req.turn,
                 temperature=cfg.temperature,
                 top_p=cfg.top_p,
                 seed=seed,
@@ -245,7 +246,7 @@ def sample_tasks(
     pending: dict[Future[Drawn], tuple[TaskState, int, int]] = {}
 
     def submit(state: TaskState, first_index: int, n: int) -> None:
-        seed = sample_seed(cfg.seed, state.req.task_id, cfg.first_sample + first_index)
+        seed = request_seed(cfg.seed, state.req, cfg.first_sample + first_index)
         future = conn.pool.submit(draw_fn, conn, cfg, state, n, seed)
         pending[future] = (state, first_index, n)
 
