@@ -170,7 +170,7 @@ class ReplayModelHandler(ModelHandler[SampleRequest, Samples, Recorded]):
         inference_args: dict[str, Any] | None = None,
     ) -> Iterable[Samples]:
         """The first K recorded completions for each request (fewer, or none, if not recorded)."""
-        k, first = self._cfg.samples, self._cfg.first_sample
+        k = self._cfg.samples
         return [
             Samples(
                 task_id=req.task_id,
