@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from pipeline import beam_main
 from pipeline.config import CurateConfig
 from pipeline.curate_cmd import curate_config
 from transforms.adaptive import AdaptiveConfig
+from transforms.episodes import EpisodeConfig
 from transforms.samplers import SamplerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,20 +94,23 @@ def test_adaptive_runs_have_their_own_fingerprint() -> None:
 ADAPTIVE = AdaptiveConfig(16)
 
 
-@dataclass(frozen=True)
-class _TurnsSampler(SamplerConfig):
-    """A sampler config with multi-turn episodes (the field lives with --turns)."""
-
-    turns: int = 3
-
-
 def test_adaptive_with_several_turns_is_refused() -> None:
-    with pytest.raises(ValueError, match="--adaptive cannot be combined with --turns 3"):
-        three = _TurnsSampler(samples=16)
-        CurateConfig(inputs=("x",), output="o", sampler=three, adaptive=ADAPTIVE)
+    with pytest.raises(ValueError, match="--turns 3 cannot be combined with --adaptive"):
+        CurateConfig(
+            inputs=("x",),
+            output="o",
+            sampler=SamplerConfig(samples=16),
+            episodes=EpisodeConfig(turns=3),
+            adaptive=ADAPTIVE,
+        )
 
 
 def test_adaptive_with_one_turn_is_fine() -> None:
-    one = _TurnsSampler(samples=16, turns=1)
-    cfg = CurateConfig(inputs=("x",), output="o", sampler=one, adaptive=ADAPTIVE)
+    cfg = CurateConfig(
+        inputs=("x",),
+        output="o",
+        sampler=SamplerConfig(samples=16),
+        episodes=EpisodeConfig(turns=1),
+        adaptive=ADAPTIVE,
+    )
     assert cfg.adaptive is not None
