@@ -4,7 +4,7 @@ Tasks (each with a true pass probability p):
 
 - synthetic, ``--tasks`` of them, a spread with many tasks near 0 and 1: 30% p = 0, 15%
   p ~ Beta(0.5, 20) (mean 0.024), 15% p = 1, 10% p ~ Beta(20, 0.5), 30% p ~ Beta(1.2, 1.2);
-- the replay set (examples/replay, 36 tasks of all four families): each recorded completion
+- the replay set (examples/replay, 38 tasks of all four families): each recorded completion
   verified once by the real verifiers; p is the task's fraction of passing completions and
   a sample is a draw from its recorded ones (``--no-replay`` skips the verification).
 
