@@ -30,8 +30,8 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     if cfg.strength.enabled:
         measured = strong | "TestStrength" >> TestStrength(cfg.strength, cfg.sandbox, run_id)
         strong, strength_rejected = measured["ok"], [measured[REJECTED]]
-    sampled = strong | "Rollouts" >> Rollouts(cfg.sampler)
-    verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id, cfg.band, cfg.gates.retry)
+    sampled = strong | "Rollouts" >> Rollouts(cfg.sampler, run_id)
+    verified = sampled["ok"] | "Verify" >> Verify(cfg.sandbox, run_id, cfg.band, cfg.gates.retry)
     scored, ambiguity_rejected = verified["ok"], []
     if cfg.ambiguity.enabled:
         compared = scored | "Ambiguity" >> Ambiguity(cfg.ambiguity, cfg.sandbox, run_id)
@@ -44,6 +44,7 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
         clean[REJECTED],
         gated[REJECTED],
         *strength_rejected,
+        sampled[REJECTED],
         verified[REJECTED],
         *ambiguity_rejected,
         kept[REJECTED],
