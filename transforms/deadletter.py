@@ -71,20 +71,18 @@ class Fault:
     def reason(self) -> str:
         return error_reason(self.stage)
 
-    def summary(self) -> str:
-        """``<stage> raised <Type>: <message>`` on one line, the message shortened."""
+    def summary(self, who: str = "") -> str:
+        """``<who> raised <Type>: <message>`` on one line (``who``: the stage unless given),
+        the message shortened."""
         msg = " ".join(self.message.split())
         if len(msg) > _MESSAGE_CHARS:
             msg = msg[: _MESSAGE_CHARS - 3] + "..."
-        return (
-            f"{self.stage} raised {self.error_type}: {msg}"
-            if msg
-            else (f"{self.stage} raised {self.error_type}")
-        )
+        head = f"{who or self.stage} raised {self.error_type}"
+        return f"{head}: {msg}" if msg else head
 
-    def detail(self) -> str:
+    def detail(self, who: str = "") -> str:
         """The summary, then as much of the traceback's innermost end as fits."""
-        head = self.summary()
+        head = self.summary(who)
         tb = self.traceback.strip()
         if not tb:
             return head
@@ -94,10 +92,21 @@ class Fault:
         return f"{head}\ntraceback (innermost last):\n{tb}"
 
 
+def _frames(lines: Sequence[str]) -> str:
+    """The traceback's frames without its header and Python's ``^^^`` marker lines."""
+    text = "".join(lines)
+    kept = [
+        line
+        for line in text.splitlines()
+        if line.strip(" ^~") and not line.startswith("Traceback (most recent call last)")
+    ]
+    return "\n".join(kept)
+
+
 def fault_from(stage: str, error: BeamError) -> Fault:
     """The ``Fault`` for what Beam's exception handling recorded about one exception."""
     exc_type, exc_repr, lines = error
-    frames = [line for line in lines]
+    frames = list(lines)
     last = frames.pop().rstrip("\n") if frames else exc_repr
     name, sep, message = last.partition(": ")
     if not sep:  # an exception without a message: the last line is its name
@@ -106,7 +115,7 @@ def fault_from(stage: str, error: BeamError) -> Fault:
         stage=stage,
         error_type=getattr(exc_type, "__qualname__", name) or name,
         message=message,
-        traceback="".join(frames),
+        traceback=_frames(frames),
     )
 
 

@@ -9,7 +9,8 @@ Two layers, both ending as ``Samples`` with ``error`` set (``VerifyFn`` rejects 
 - ``RunInference(...).with_exception_handling()`` catches what still escapes (a batch the
   keyed handler cannot split or zip back): ``failed_samples`` turns each task of such a
   batch, and each request that could not be built, into its error ``Samples``.
-Counter ``rollouts.errors``: one per task that ends with an error this way.
+Counter ``rollouts.sampler_errors``: one per task that ends with an error this way (apart from
+``rollouts.errors``, which counts the ``rollouts.error`` rejections of the stage's own steps).
 
 It does NOT guard against a model that cannot be loaded (``load_model`` runs in the DoFn's
 setup: a configuration error, which fails the run) or a sampler that hangs (no timeout here;
@@ -35,15 +36,15 @@ STAGE = "rollouts"
 
 def error_samples(task_id: str, fault: Fault, cfg: SamplerConfig) -> Samples:
     """The ``Samples`` of a task the sampler failed on (no completion, ``error`` set)."""
-    count(f"{STAGE}.errors")
-    log.warning("%s: %s", task_id, fault.summary())
+    count(f"{STAGE}.sampler_errors")
+    log.warning("%s: %s", task_id, fault.summary(who=f"the {cfg.backend} sampler"))
     return Samples(
         task_id=task_id,
         completions=[],
         model_id=model_id(cfg),
         sampler=cfg.backend,
         requested=cfg.samples,
-        error=f"sampler failed on this task: {fault.detail()}",
+        error=fault.detail(who=f"the {cfg.backend} sampler"),
     )
 
 
