@@ -18,6 +18,13 @@ NearDedup is distributed; no step holds all documents on one worker:
   5. survivor: the member with the smallest ``(source_file, source_line, id)``; index entries
      sort first. Others are rejected ``dedup.near`` (or ``dedup.index``) naming the survivor
      and their Jaccard with their most similar confirmed neighbour.
+
+Faults (``transforms.deadletter``): a batch whose signing raises is signed again one item at
+a time; an item that still raises, and both ends of a pair whose check raises, are rejected
+``near_dedup.error``. The rest is decided without the failed pairs: a record may still be
+dropped as a near-duplicate of one rejected for an error, and records linked only through a
+failed pair are not joined. The steps on keys alone (buckets, components) and the index
+reading are not guarded: a failure there fails the run.
 """
 
 from __future__ import annotations

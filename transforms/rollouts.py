@@ -12,6 +12,10 @@ A verification that hits ``infra_error`` is retried (``verifiers.retry``; counte
 failing after its retries is left out of n (``verify.samples_left_out``; its rollout row keeps
 the infra verdict) and the task is scored on the rest, unless those cannot settle its band
 (``transforms.settle``): then it is rejected as ``verify.infra_error`` with the evidence.
+
+A sampler that raises fails only the tasks it raised on (``transforms.sampler_guard``): they
+are rejected as ``rollouts.sampler_error`` with the exception. Any other step that raises on
+a task rejects it as ``rollouts.error`` or ``verify.error`` (``transforms.deadletter``).
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ class Rollouts(beam.PTransform):
     ``rollouts.error``.
     """
 
-    def __init__(self, cfg: SamplerConfig, run_id: str = "") -> None:
+    def __init__(self, cfg: SamplerConfig, run_id: str) -> None:
         super().__init__()
         self.cfg = cfg
         self.run_id = run_id
