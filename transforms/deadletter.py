@@ -26,6 +26,7 @@ It does NOT guard against:
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -121,8 +122,6 @@ def fault_from(stage: str, error: BeamError) -> Fault:
 
 def fault_of(stage: str, exc: BaseException) -> Fault:
     """The ``Fault`` for an exception caught by the caller (traceback included)."""
-    import traceback
-
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     return fault_from(stage, (type(exc), repr(exc), lines))
 

@@ -84,10 +84,11 @@ class Rollouts(beam.PTransform):
         sampled, failed = requests["ok"] | "Sample" >> (
             RunInference(handler).with_exception_handling()
         )
+        dead = [requests[DEAD], failed.failed_inferences, *failed.failed_preprocessing]
+        dead += failed.failed_postprocessing
         samples = (
             sampled | "Progress" >> beam.Map(_sampled),
-            requests[DEAD] | "RequestFailed" >> beam.FlatMap(failed_samples, cfg),
-            failed.failed_inferences | "BatchFailed" >> beam.FlatMap(failed_samples, cfg),
+            *(d | f"Failed{i}" >> beam.FlatMap(failed_samples, cfg) for i, d in enumerate(dead)),
         ) | "AllSamples" >> beam.Flatten()
         return (
             {"item": keyed, "samples": samples}

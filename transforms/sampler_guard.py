@@ -125,8 +125,9 @@ class Isolating(ModelHandler[SampleRequest, Samples, Any]):
 
 
 def _task_ids(element: Any) -> list[str]:
-    """The task ids in a failed element: a keyed request, a batch of them, or an item."""
-    if isinstance(element, SampleRequest):
+    """The task ids in a failed element: a request or samples (keyed), a batch of them, or
+    an item."""
+    if isinstance(element, SampleRequest | Samples):
         return [element.task_id]
     if isinstance(element, tuple | list):
         return [tid for x in element for tid in _task_ids(x)]

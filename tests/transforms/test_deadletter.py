@@ -27,7 +27,7 @@ from transforms.deadletter import (
 from transforms.dedup import DedupConfig, NearDedup
 from transforms.items import Item, Scored
 from transforms.reasons import STAGES, error_reason, is_known
-from transforms.sampler_guard import Isolating
+from transforms.sampler_guard import Isolating, failed_samples
 from transforms.samplers import SamplerConfig, SampleRequest, Samples
 from transforms.sources import SourceRecord
 
@@ -279,3 +279,20 @@ def test_a_good_batch_is_sampled_once() -> None:
     out = list(Isolating(inner, CFG).run_inference([_req("a"), _req("b")], None))
     assert [s.task_id for s in out] == ["a", "b"]
     assert inner.calls == [2]
+
+
+@pytest.mark.parametrize(
+    ("element", "ids"),
+    [
+        ([("a", _req("a")), ("b", _req("b"))], ["a", "b"]),  # a batch RunInference failed
+        (("a", _req("a")), ["a"]),  # a request that failed before batching
+        (("a", Samples("a", [], "m", "fake", 1)), ["a"]),  # a result that failed after
+        (_item("a"), ["a"]),  # a task whose request could not be built
+        ([("a", _req("a")), ("a", _req("a"))], ["a"]),  # each task once
+    ],
+)
+def test_failed_sampler_elements_become_error_samples(element: Any, ids: list[str]) -> None:
+    out = list(failed_samples((element, Fault("rollouts", "OSError", "gone")), CFG))
+    assert [task_id for task_id, _ in out] == ids
+    assert all(s.task_id == t and s.error and not s.completions for t, s in out)
+    assert all(s.requested == CFG.samples for _, s in out)
