@@ -32,6 +32,7 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     if cfg.strength.enabled:
         measured = strong | "TestStrength" >> TestStrength(cfg.strength, cfg.sandbox, run_id)
         strong, strength_rejected = measured["ok"], [measured[REJECTED]]
+    sampler_rejected = []
     if cfg.episodes.turns > 1:
         verified = strong | "Episodes" >> Episodes(
             cfg.sampler, cfg.episodes, cfg.sandbox, run_id, cfg.band, cfg.gates.retry
@@ -41,8 +42,11 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
             cfg.sampler, cfg.adaptive, cfg.sandbox, run_id, cfg.band, cfg.gates.retry
         )
     else:
-        sampled = strong | "Rollouts" >> Rollouts(cfg.sampler)
-        verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id, cfg.band, cfg.gates.retry)
+        sampled = strong | "Rollouts" >> Rollouts(cfg.sampler, run_id)
+        sampler_rejected = [sampled[REJECTED]]
+        verified = sampled["ok"] | "Verify" >> Verify(
+            cfg.sandbox, run_id, cfg.band, cfg.gates.retry
+        )
     scored, ambiguity_rejected = verified["ok"], []
     if cfg.ambiguity.enabled:
         compared = scored | "Ambiguity" >> Ambiguity(cfg.ambiguity, cfg.sandbox, run_id)
@@ -55,6 +59,7 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
         clean[REJECTED],
         gated[REJECTED],
         *strength_rejected,
+        *sampler_rejected,
         verified[REJECTED],
         *ambiguity_rejected,
         kept[REJECTED],

@@ -16,7 +16,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from transforms.common import REJECTED, count, rejected
+from transforms.common import count, rejected
 from transforms.contamination_sets import (
     ContaminationIndex,
     ContaminationItem,
@@ -26,6 +26,7 @@ from transforms.contamination_sets import (
     load_humaneval,
     load_index_items,
 )
+from transforms.deadletter import Guarded
 from transforms.items import Item, rejection
 from transforms.textsim import ShingleConfig
 
@@ -161,7 +162,5 @@ class Decontaminate(beam.PTransform):
         self.run_id = run_id
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
-        out = items | "Check" >> beam.ParDo(DecontaminateFn(self.cfg, self.run_id)).with_outputs(
-            REJECTED, main="ok"
-        )
-        return {"ok": out.ok, REJECTED: out[REJECTED]}
+        check = beam.ParDo(DecontaminateFn(self.cfg, self.run_id))
+        return items | "Check" >> Guarded(check, "decontaminate", self.run_id)

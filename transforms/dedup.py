@@ -18,6 +18,13 @@ NearDedup is distributed; no step holds all documents on one worker:
   5. survivor: the member with the smallest ``(source_file, source_line, id)``; index entries
      sort first. Others are rejected ``dedup.near`` (or ``dedup.index``) naming the survivor
      and their Jaccard with their most similar confirmed neighbour.
+
+Faults (``transforms.deadletter``): a batch whose signing raises is signed again one item at
+a time; an item that still raises, and both ends of a pair whose check raises, are rejected
+``near_dedup.error``. The rest is decided without the failed pairs: a record may still be
+dropped as a near-duplicate of one rejected for an error, and records linked only through a
+failed pair are not joined. The steps on keys alone (buckets, components) and the index
+reading are not guarded: a failure there fails the run.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import numpy as np
 
 from schemas import Finding
 from transforms.common import REJECTED, count, rejected
+from transforms.deadletter import DEAD, Attempt, Fault, Guarded, reject_records
 from transforms.exact_dedup import ExactDedup, prompt_key
 from transforms.items import Item, rejection
 from transforms.minhash import EMPTY, Banding, MinHasher, band_keys, choose_banding, explain
@@ -278,6 +286,9 @@ class DecideFn(beam.DoFn):
     def process(self, kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[Any]:
         got = kv[1]
         for item in got["item"]:
+            if got.get("failed"):  # signing it or checking one of its pairs raised
+                yield from reject_records([item], got["failed"][0], self.run_id)
+                continue
             if got["drop"]:
                 survivor, (nbr, score) = got["drop"][0]
                 from_index = survivor[0] == 0
@@ -313,11 +324,14 @@ class NearDedup(beam.PTransform):
         cfg = self.cfg
         if not cfg.enabled:
             return {"ok": items, REJECTED: items | "NoRejections" >> beam.FlatMap(lambda _: [])}
-        docs = (
-            items
-            | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=512)
-            | "Sign" >> beam.ParDo(SignFn(cfg))
+        batches = items | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=512)
+        signed = batches | "Sign" >> Attempt(beam.ParDo(SignFn(cfg)), "near_dedup")
+        alone = (
+            signed[DEAD]
+            | "OneByOne" >> beam.FlatMap(lambda dead: [[it] for it in dead[0]])
+            | "SignAlone" >> Attempt(beam.ParDo(SignFn(cfg)), "near_dedup")
         )
+        docs = (signed["ok"], alone["ok"]) | "Signed" >> beam.Flatten()
         if cfg.index_path:
             check_index(cfg.index_path, cfg.index_settings())
             index = (
@@ -344,8 +358,13 @@ class NearDedup(beam.PTransform):
                 ),
             }
             | "JoinSecond" >> beam.CoGroupByKey()
-            | "Confirm" >> beam.FlatMap(confirm, cfg.near_threshold)
+            | "Confirm" >> Attempt(beam.FlatMap(confirm, cfg.near_threshold), "near_dedup")
         )
+        failed = (
+            alone[DEAD] | "SignFailed" >> beam.FlatMap(failed_keys),
+            edges[DEAD] | "ConfirmFailed" >> beam.FlatMap(failed_keys),
+        ) | "Failed" >> beam.Flatten()
+        edges = edges["ok"]
         labels = (
             edges
             | "Pairs2" >> beam.Map(lambda e: (e[0], e[1]))
@@ -375,11 +394,23 @@ class NearDedup(beam.PTransform):
                 "item": items | "KeyItems" >> beam.Map(lambda it: (node_key(it), it)),
                 "drop": drops,
                 "absorbed": absorbed,
+                "failed": failed,
             }
             | "JoinDecisions" >> beam.CoGroupByKey()
-            | "Decide" >> beam.ParDo(DecideFn(self.run_id)).with_outputs(REJECTED, main="ok")
+            | "Decide" >> Guarded(beam.ParDo(DecideFn(self.run_id)), "near_dedup", self.run_id)
         )
-        return {"ok": out.ok, REJECTED: out[REJECTED]}
+        return out
+
+
+def failed_keys(dead: tuple[Any, Fault]) -> Iterator[tuple[Key, Fault]]:
+    """``(node key, fault)`` for every node in a failed signing batch or pair check."""
+    element, fault = dead
+    if isinstance(element, list):  # a batch of items
+        keys = [node_key(it) for it in element]
+    else:  # (key, {"sh": ..., "half": [(other key, shingles), ...]})
+        keys = [element[0], *(other for other, _ in element[1]["half"])]
+    for key in keys:
+        yield key, fault
 
 
 def _reduce_best(values: Iterable[tuple[Key, float]]) -> tuple[Key, float]:

@@ -256,11 +256,11 @@ class Episodes(beam.PTransform):
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         level = self.cfg.feedback
-        first = (
-            items | "Rollouts" >> Rollouts(self.sampler) | "Start" >> beam.Map(first_turn, level)
-        )
+        sampled = items | "Rollouts" >> Rollouts(self.sampler, self.run_id)
+        first = sampled["ok"] | "Start" >> beam.Map(first_turn, level)
         out = self._verify(first, 1)
-        rows, rejects, done = [out[ROLLOUTS]], [out[REJECTED]], [out[DONE]]
+        rows, done = [out[ROLLOUTS]], [out[DONE]]
+        rejects = [sampled[REJECTED], out[REJECTED]]
         handler: KeyedModelHandler[Any, Any, Any, Any] = KeyedModelHandler(
             make_model_handler(turn_sampler(self.sampler))
         )

@@ -38,6 +38,7 @@ import apache_beam as beam
 
 from schemas import Finding
 from transforms.common import REJECTED, count, rejected
+from transforms.deadletter import Guarded
 from transforms.items import Item, canonical_json, rejection, sha256_text
 
 _INNER_SPACE = re.compile(r"(?<=\S)[ \t\f\v]+(?=\S)")
@@ -143,10 +144,14 @@ class ExactDedup(beam.PTransform):
         self.run_id = run_id
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
-        out = (
-            items
-            | "KeyByPrompt" >> beam.Map(lambda it: (prompt_key(it), it))
-            | "Group" >> beam.GroupByKey()
-            | "KeepFirst" >> beam.ParDo(KeepFirstFn(self.run_id)).with_outputs(REJECTED, main="ok")
+        rid = self.run_id
+        keyed = items | "KeyByPrompt" >> Guarded(
+            beam.Map(lambda it: (prompt_key(it), it)), "exact_dedup", rid
         )
-        return {"ok": out.ok, REJECTED: out[REJECTED]}
+        out = (
+            keyed["ok"]
+            | "Group" >> beam.GroupByKey()
+            | "KeepFirst" >> Guarded(beam.ParDo(KeepFirstFn(rid)), "exact_dedup", rid)
+        )
+        bad = (keyed[REJECTED], out[REJECTED]) | "Rejected" >> beam.Flatten()
+        return {"ok": out["ok"], REJECTED: bad}

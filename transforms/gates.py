@@ -18,7 +18,8 @@ from typing import Any
 import apache_beam as beam
 
 from schemas import CodeSpec, GateResult, TaskRecord
-from transforms.common import REJECTED, count, count_sandbox, rejected
+from transforms.common import count, count_sandbox, rejected
+from transforms.deadletter import Guarded
 from transforms.items import Item, rejection
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily, Verifier
 from verifiers.registry import VerifierCache
@@ -192,7 +193,5 @@ class Gates(beam.PTransform):
         self.run_id = run_id
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
-        out = items | "Run" >> beam.ParDo(
-            GatesFn(self.cfg, self.sandbox, self.run_id)
-        ).with_outputs(REJECTED, main="ok")
-        return {"ok": out.ok, REJECTED: out[REJECTED]}
+        run = beam.ParDo(GatesFn(self.cfg, self.sandbox, self.run_id))
+        return items | "Run" >> Guarded(run, "gates", self.run_id)

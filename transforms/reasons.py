@@ -25,6 +25,18 @@ STAGES: tuple[str, ...] = (
 )
 """The stages in the order records pass them (pipeline/build.py), as ``rejected.stage`` says."""
 
+ERRORS: frozenset[str] = frozenset(f"{stage}.error" for stage in STAGES)
+"""``<stage>.error``: the stage raised on the record (``transforms.deadletter``); the detail
+holds the exception and the innermost frames of its traceback."""
+
+
+def error_reason(stage: str) -> str:
+    """The code of a record on which ``stage`` raised: ``<stage>.error``."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
+    return f"{stage}.error"
+
+
 REASONS: frozenset[str] = frozenset(
     {
         "validate.parse_error",
@@ -49,6 +61,7 @@ REASONS: frozenset[str] = frozenset(
         "filter.too_hard",
         "filter.ambiguous",
     }
+    | ERRORS
 )
 """Fixed codes."""
 

@@ -31,7 +31,8 @@ from typing import Any
 import apache_beam as beam
 
 from schemas import AmbiguityCheck, StrengthCheck, SurvivingMutant
-from transforms.common import REJECTED, count, rejected
+from transforms.common import count, rejected
+from transforms.deadletter import Guarded
 from transforms.items import Item, Scored, rejection
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily
 from verifiers.families.probes import Differ
@@ -202,10 +203,8 @@ class TestStrength(beam.PTransform):
         self.run_id = run_id
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
-        out = items | "Measure" >> beam.ParDo(
-            TestStrengthFn(self.cfg, self.sandbox, self.run_id)
-        ).with_outputs(REJECTED, main="ok")
-        return {"ok": out.ok, REJECTED: out[REJECTED]}
+        measure = beam.ParDo(TestStrengthFn(self.cfg, self.sandbox, self.run_id))
+        return items | "Measure" >> Guarded(measure, "test_strength", self.run_id)
 
 
 class AmbiguityFn(_SandboxFn):
@@ -262,7 +261,5 @@ class Ambiguity(beam.PTransform):
         self.run_id = run_id
 
     def expand(self, scored: beam.PCollection) -> dict[str, beam.PCollection]:
-        out = scored | "Compare" >> beam.ParDo(
-            AmbiguityFn(self.cfg, self.sandbox, self.run_id)
-        ).with_outputs(REJECTED, main="ok")
-        return {"ok": out.ok, REJECTED: out[REJECTED]}
+        compare = beam.ParDo(AmbiguityFn(self.cfg, self.sandbox, self.run_id))
+        return scored | "Compare" >> Guarded(compare, "ambiguity", self.run_id)

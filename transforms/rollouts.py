@@ -12,6 +12,10 @@ A verification that hits ``infra_error`` is retried (``verifiers.retry``; counte
 failing after its retries is left out of n (``verify.samples_left_out``; its rollout row keeps
 the infra verdict) and the task is scored on the rest, unless those cannot settle its band
 (``transforms.settle``): then it is rejected as ``verify.infra_error`` with the evidence.
+
+A sampler that raises fails only the tasks it raised on (``transforms.sampler_guard``): they
+are rejected as ``rollouts.sampler_error`` with the exception. Any other step that raises on
+a task rejects it as ``rollouts.error`` or ``verify.error`` (``transforms.deadletter``).
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
 from schemas import CodeSpec, Rollout, Verdict
-from transforms.common import REJECTED, count, count_sandbox, rejected
+from transforms.common import count, count_sandbox, rejected
+from transforms.deadletter import DEAD, Attempt, Guarded
 from transforms.gates import count_retry
 from transforms.items import Item, Scored, rejection
+from transforms.sampler_guard import Isolating, failed_samples
 from transforms.samplers import (
     SamplerConfig,
     SampleRequest,
@@ -53,24 +59,41 @@ def sample_request(item: Item) -> SampleRequest:
 
 
 class Rollouts(beam.PTransform):
-    """Ask the sampler for K completions per task; join them back to their task."""
+    """Ask the sampler for K completions per task; join them back to their task.
 
-    def __init__(self, cfg: SamplerConfig) -> None:
+    Returns ``ok`` ((Item, Samples) pairs) and ``rejected``. A task the sampler failed on gets
+    error Samples (``transforms.sampler_guard``), rejected by Verify as
+    ``rollouts.sampler_error``; a failure pairing a task with its samples is
+    ``rollouts.error``.
+    """
+
+    def __init__(self, cfg: SamplerConfig, run_id: str) -> None:
         super().__init__()
         self.cfg = cfg
+        self.run_id = run_id
 
-    def expand(self, items: beam.PCollection) -> beam.PCollection:
+    def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
+        cfg = self.cfg
         keyed = items | "KeyById" >> beam.Map(lambda it: (it.id, it))
-        samples = (
-            items
-            | "Request" >> beam.Map(lambda it: (it.id, sample_request(it)))
-            | "Sample" >> RunInference(KeyedModelHandler(make_model_handler(self.cfg)))
-            | "Progress" >> beam.Map(_sampled)
+        requests = items | "Request" >> Attempt(
+            beam.Map(lambda it: (it.id, sample_request(it))), "rollouts"
         )
+        handler: KeyedModelHandler[str, SampleRequest, Samples, Any] = KeyedModelHandler(
+            Isolating(make_model_handler(cfg), cfg)
+        )
+        sampled, failed = requests["ok"] | "Sample" >> (
+            RunInference(handler).with_exception_handling()
+        )
+        dead = [requests[DEAD], failed.failed_inferences, *failed.failed_preprocessing]
+        dead += failed.failed_postprocessing
+        samples = (
+            sampled | "Progress" >> beam.Map(_sampled),
+            *(d | f"Failed{i}" >> beam.FlatMap(failed_samples, cfg) for i, d in enumerate(dead)),
+        ) | "AllSamples" >> beam.Flatten()
         return (
             {"item": keyed, "samples": samples}
             | "Join" >> beam.CoGroupByKey()
-            | "Pair" >> beam.Map(_pair, self.cfg.samples)
+            | "Pair" >> Guarded(beam.Map(_pair, cfg.samples), "rollouts", self.run_id)
         )
 
 
@@ -280,5 +303,4 @@ class Verify(beam.PTransform):
 
     def expand(self, pairs: beam.PCollection) -> dict[str, beam.PCollection]:
         fn = VerifyFn(self.sandbox, self.run_id, self.band, self.retry)
-        out = pairs | "Run" >> beam.ParDo(fn).with_outputs(ROLLOUTS, REJECTED, main="ok")
-        return {"ok": out.ok, ROLLOUTS: out[ROLLOUTS], REJECTED: out[REJECTED]}
+        return pairs | "Run" >> Guarded(beam.ParDo(fn), "verify", self.run_id, tags=[ROLLOUTS])

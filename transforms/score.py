@@ -15,7 +15,8 @@ from typing import Any
 import apache_beam as beam
 
 from schemas import CuratedTask, Lineage
-from transforms.common import REJECTED, count, rejected
+from transforms.common import count, rejected
+from transforms.deadletter import Guarded
 from transforms.items import Scored, canonical_json, rejection
 from transforms.stats import BandConfig, Difficulty, wilson_interval
 
@@ -104,7 +105,5 @@ class Filter(beam.PTransform):
         self.fingerprint = fingerprint
 
     def expand(self, scored: beam.PCollection) -> dict[str, beam.PCollection]:
-        out = scored | "Band" >> beam.ParDo(
-            FilterFn(self.band, self.run_id, self.fingerprint)
-        ).with_outputs(REJECTED, main="ok")
-        return {"ok": out.ok, REJECTED: out[REJECTED]}
+        band = beam.ParDo(FilterFn(self.band, self.run_id, self.fingerprint))
+        return scored | "Band" >> Guarded(band, "filter", self.run_id)

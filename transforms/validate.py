@@ -9,6 +9,7 @@ import apache_beam as beam
 
 from schemas.validation import validate_record
 from transforms.common import REJECTED, count, rejected
+from transforms.deadletter import Guarded
 from transforms.items import Item, canonical_json, rejection, sha256_text
 from transforms.sources import SourceRecord
 
@@ -87,14 +88,13 @@ class Validate(beam.PTransform):
         self.run_id = run_id
 
     def expand(self, records: beam.PCollection) -> dict[str, beam.PCollection]:
-        parsed = records | "Parse" >> beam.ParDo(ValidateFn(self.run_id)).with_outputs(
-            REJECTED, main="ok"
-        )
+        rid = self.run_id
+        parsed = records | "Parse" >> Guarded(beam.ParDo(ValidateFn(rid)), "validate", rid)
         unique = (
-            parsed.ok
+            parsed["ok"]
             | "KeyById" >> beam.Map(lambda it: (it.id, it))
             | "GroupById" >> beam.GroupByKey()
-            | "FirstOfId" >> beam.ParDo(FirstOfIdFn(self.run_id)).with_outputs(REJECTED, main="ok")
+            | "FirstOfId" >> Guarded(beam.ParDo(FirstOfIdFn(rid)), "validate", rid)
         )
         bad = (parsed[REJECTED], unique[REJECTED]) | "Rejected" >> beam.Flatten()
-        return {"ok": unique.ok, REJECTED: bad}
+        return {"ok": unique["ok"], REJECTED: bad}
