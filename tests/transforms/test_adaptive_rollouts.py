@@ -73,7 +73,7 @@ def run(stage: beam.PTransform, inputs: list[Item], fixed: bool = False) -> dict
     _SINK.clear()
     p = beam.Pipeline(runner="DirectRunner")
     src = p | beam.Create(inputs)
-    out = (src | "Fixed" >> stage | Verify(SANDBOX, "run", BAND)) if fixed else src | stage
+    out = (src | "Fixed" >> stage)["ok"] | Verify(SANDBOX, "run", BAND) if fixed else src | stage
     for name in ("ok", ROLLOUTS, REJECTED):
         _ = out[name] | f"Collect{name}" >> beam.Map(_collect, name)
     result = p.run()
@@ -185,7 +185,7 @@ def test_default_band_labels_like_fixed_k_on_the_same_samples(tmp_path: Path) ->
     default = BandConfig()
     cfg = AdaptiveConfig(8, first_round=2, round_size=2)
     got = summary(run(AdaptiveRollouts(sampler, cfg, SANDBOX, "run", default), items(streams)))
-    fixed = summary(run(Rollouts(sampler), items(streams), fixed=True))
+    fixed = summary(run(Rollouts(sampler, "run"), items(streams), fixed=True))
     assert {t: default.classify(k / n) for t, (k, n, _) in got.items()} == {
         t: default.classify(k / n) for t, (k, n, _) in fixed.items()
     }
