@@ -132,6 +132,11 @@ def entering(n_in: int, rejected_at: dict[str, int]) -> dict[str, int]:
 def run_child(argv: list[str], saved: Path | None = None) -> dict[str, Any]:
     """Run ``python -m benchmarks.scale --child ...``; its JSON plus peak tree memory and CPU.
 
+    Memory: resident bytes of the child and all its descendants, summed, sampled every 0.1 s.
+    CPU (``tree_cpu_s``): the child's own plus its descendants' (``tree_cpu``), from the last
+    sample of each; a process living less than one sample counts only once its parent reaps
+    it. The child's ``cpu_s`` (its rusage) misses sandbox processes still running at its end.
+
     With ``saved``: reuse that file's result if it exists, else save the new one there."""
     import psutil
 
@@ -143,10 +148,18 @@ def run_child(argv: list[str], saved: Path | None = None) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.scale", "--child", result_file, *argv]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     root, peak = psutil.Process(proc.pid), 0
+    own, seen, alive = 0.0, {}, set[int]()  # seen: pid -> (parent, CPU with reaped children)
     while proc.poll() is None:
         try:
             tree = [root, *root.children(recursive=True)]
             peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+            t = root.cpu_times()
+            own = t.user + t.system
+            alive = set()
+            for p in tree[1:]:
+                t = p.cpu_times()
+                seen[p.pid] = (p.ppid(), t.user + t.system + t.children_user + t.children_system)
+                alive.add(p.pid)
         except psutil.Error:
             pass
         time.sleep(0.1)
@@ -155,9 +168,19 @@ def run_child(argv: list[str], saved: Path | None = None) -> dict[str, Any]:
     got = json.loads(Path(result_file).read_text())
     os.unlink(result_file)
     got["peak_tree_mb"] = peak / 1e6
+    got["tree_cpu_s"] = own + tree_cpu(seen, alive, proc.pid)
     if saved is not None:
         saved.write_text(json.dumps(got))
     return dict(got)
+
+
+def tree_cpu(seen: dict[int, tuple[int, float]], alive: set[int], root: int) -> float:
+    """CPU of the descendants, each counted once: a process that was gone at the last sample
+    and whose parent was seen is left out (its parent reaped it, so the parent's figure holds
+    it), unless that parent is the root, whose reaped children's CPU is not taken."""
+    return sum(
+        cpu for pid, (ppid, cpu) in seen.items() if pid in alive or ppid == root or ppid not in seen
+    )
 
 
 def family_sample(lines: list[str], family: str, n: int) -> list[str]:
@@ -201,10 +224,28 @@ def report_host(sizes: list[int], runs: dict[int, dict[str, Any]]) -> None:
             f"| {n:,} | {b['wall_s']:.1f} | {b['peak_tree_mb']:.0f} | {p['wall_s']:.1f} | "
             f"{p['peak_tree_mb']:.0f} | {b['wall_s'] / p['wall_s']:.1f}x |"
         )
+    print("\n| size | beam CPU s | beam records/CPU-s | plain CPU s | plain records/CPU-s |")
+    print("|---|---|---|---|---|")
+    for n in sizes:
+        b, p = runs[n]["beam"], runs[n]["plain"]
+        print(
+            f"| {n:,} | {cpu_of(b):.1f} | {n / cpu_of(b):,.0f} | {cpu_of(p):.1f} | "
+            f"{n / cpu_of(p):,.0f} |"
+        )
+    first, last = sizes[0], sizes[-1]
+    for way in ("beam", "plain"):
+        rate0 = first / cpu_of(runs[first][way])
+        rate1 = last / cpu_of(runs[last][way])
+        print(f"{way}: records per CPU-second at {last:,} / at {first:,}: {rate1 / rate0:.2f}x")
     for n in sizes:
         b, p = runs[n]["beam"]["reasons"], runs[n]["plain"]["reasons"]
         same = "same" if b == p else f"differ: beam {b} plain {p}"
         print(f"rejections per reason at {n:,}: beam {b}; plain {same}")
+
+
+def cpu_of(run: dict[str, Any]) -> float:
+    """CPU seconds of a child run: its process tree where sampled, else its own rusage."""
+    return max(float(run.get("tree_cpu_s", 0.0)), float(run["cpu_s"]), 1e-9)
 
 
 def _stage_s(run: dict[str, Any], stage: str) -> float:
@@ -234,7 +275,8 @@ def report_full(runs: dict[str, dict[str, Any]]) -> None:
         r = runs[fam]
         print(
             f"{fam}: {r['records']} tasks, kept {r['kept']}, wall {r['wall_s']:.0f} s, "
-            f"CPU {r['cpu_s']:.0f} s (process tree), peak {r['peak_tree_mb']:.0f} MB; "
+            f"CPU {r.get('tree_cpu_s', 0):.0f} s (process tree; child alone {r['cpu_s']:.0f} s), "
+            f"peak {r['peak_tree_mb']:.0f} MB; "
             f"rejected {r['reasons']}"
         )
 

@@ -50,7 +50,8 @@ def host_cpu_per_record(beam: dict[str, Any]) -> dict[str, float]:
     stages = beam["stage_s"]
     total = sum(stages.values()) or 1.0
     n = max(1, beam["records"])
-    return {k: beam["cpu_s"] * v / total / n for k, v in stages.items()}
+    cpu = max(float(beam.get("tree_cpu_s", 0.0)), float(beam["cpu_s"]))
+    return {k: cpu * v / total / n for k, v in stages.items()}
 
 
 def sandbox_cpu_per_task(run: dict[str, Any], gated: int) -> float:
@@ -58,7 +59,7 @@ def sandbox_cpu_per_task(run: dict[str, Any], gated: int) -> float:
     run's CPU times the sandbox stages' share of its wall time (start-up spread evenly)."""
     stages = run["stage_s"]
     share = sum(v for k, v in stages.items() if k in SANDBOX) / max(run["wall_s"], 1e-9)
-    return run["cpu_s"] * share / max(1, gated)
+    return max(float(run.get("tree_cpu_s", 0.0)), float(run["cpu_s"])) * share / max(1, gated)
 
 
 def shuffle_bytes(sizes: dict[str, float], k: int, completion_bytes: int) -> float:

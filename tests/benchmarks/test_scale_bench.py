@@ -70,6 +70,20 @@ def test_entering_subtracts_earlier_rejections(
 
 
 @pytest.mark.parametrize(
+    ("alive", "want"),
+    [
+        ({2, 3, 4}, 11.0),  # all alive at the last sample: each counted once
+        ({2, 3}, 3.0),  # 4 gone, reaped by 3 (seen): 3's figure holds it
+        ({3, 4}, 11.0),  # 2 gone: its parent is the root, which never adds reaped CPU
+        (set(), 3.0),
+    ],
+)
+def test_tree_cpu_counts_each_process_once(alive: set[int], want: float) -> None:
+    seen = {2: (1, 1.0), 3: (1, 2.0), 4: (3, 8.0)}
+    assert scale.tree_cpu(seen, alive, root=1) == want
+
+
+@pytest.mark.parametrize(
     "bad",
     [{"utilisation": 0.0}, {"cores_per_worker": 0}, {"family_mix": {"code": 0.5}}],
 )
