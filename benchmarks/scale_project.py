@@ -35,6 +35,8 @@ class Assumptions:
     shuffle_gb_usd: float = 0.011
     """Assumed list prices (batch vCPU-hour, GB-hour, GB shuffled): replace with your own."""
     completion_bytes: int = 600
+    cores_here: int = 2
+    """Cores of the measuring machine: sandbox wall time x these is the upper bound."""
 
     def __post_init__(self) -> None:
         if self.tasks < 1 or self.cores_per_worker < 1:
@@ -62,6 +64,11 @@ def sandbox_cpu_per_task(run: dict[str, Any], gated: int) -> float:
     return max(float(run.get("tree_cpu_s", 0.0)), float(run["cpu_s"])) * share / max(1, gated)
 
 
+def sandbox_wall_per_task(run: dict[str, Any], gated: int) -> float:
+    """Wall seconds per gated task in the sandbox stages (Beam's timers on the bundle thread)."""
+    return sum(v for k, v in run["stage_s"].items() if k in SANDBOX) / max(1, gated)
+
+
 def shuffle_bytes(sizes: dict[str, float], k: int, completion_bytes: int) -> float:
     """Bytes shuffled per input record (pickled sizes; see the projection's notes)."""
     if not sizes:
@@ -85,44 +92,63 @@ def projection(
     per_stage = host_cpu_per_record(beam)
     host_s = sum(per_stage.values())
     survive = plain["survivors"] / max(1, plain["records"])
-    sandbox_s: dict[str, float] = {}
+    low: dict[str, float] = {}
+    high: dict[str, float] = {}
     for fam, run in full.items():
         gated = entering(run["records"], run["rejected_at"])["Gates"]
-        sandbox_s[fam] = sandbox_cpu_per_task(run, gated)
-    mix = {f: w for f, w in a.family_mix.items() if f in sandbox_s}
+        low[fam] = sandbox_cpu_per_task(run, gated)
+        high[fam] = sandbox_wall_per_task(run, gated) * a.cores_here
+    mix = {f: w for f, w in a.family_mix.items() if f in low}
     norm = sum(mix.values()) or 1.0
-    per_task = sum(w / norm * sandbox_s[f] for f, w in mix.items())
     host_cpu_h = host_s * a.tasks / 3600
-    sandbox_cpu_h = per_task * survive * a.tasks / 3600
-    cpu_h = host_cpu_h + sandbox_cpu_h
-    cores = cpu_h / (a.target_hours * a.utilisation)
-    workers = max(1, round(cores / a.cores_per_worker + 0.5))
+    rows = []
+    for label, per_fam in (("lower bound (process-tree CPU)", low), ("upper bound", high)):
+        per_task = sum(w / norm * per_fam[f] for f, w in mix.items())
+        cpu_h = host_cpu_h + per_task * survive * a.tasks / 3600
+        rows.append((label, per_task, cpu_h))
     k = next(iter(full.values())).get("samples", 4) if full else 4
-    shuffle_gb = shuffle_bytes(plain.get("sizes", {}), k, a.completion_bytes) * a.tasks / 1e9
     sizes = plain.get("sizes", {})
+    shuffle_gb = shuffle_bytes(sizes, k, a.completion_bytes) * a.tasks / 1e9
     index_gb = (sizes.get("signature", 0) + sizes.get("shingles", 0)) * a.tasks / 1e9
-    mem_gb_h = workers * a.memory_gb_per_worker * a.target_hours
-    usd = cpu_h / a.utilisation * a.vcpu_hour_usd + mem_gb_h * a.gb_hour_usd
-    usd += shuffle_gb * a.shuffle_gb_usd
     lines = [
         f"\n## Projection: {a.tasks:,} tasks",
         f"assumptions: {a}",
         f"measured: host stages {1000 * host_s:.2f} CPU-ms/record on Beam at {size:,} "
-        f"({', '.join(f'{k} {1000 * v:.2f}' for k, v in sorted(per_stage.items()))}); "
-        f"{100 * survive:.1f}% of records reach the sandbox stages; sandbox stages "
-        + ", ".join(f"{f} {v:.2f}" for f, v in sandbox_s.items())
-        + f" CPU-s per gated task (K={k})",
+        f"({', '.join(f'{k} {1000 * v:.2f}' for k, v in sorted(per_stage.items()) if v)}); "
+        f"{100 * survive:.1f}% of records reach the sandbox stages; sandbox stages per gated "
+        f"task (K={k}), CPU-s lower / upper bound: "
+        + ", ".join(f"{f} {low[f]:.2f} / {high[f]:.2f}" for f in low),
         "",
-        "| quantity | value |",
-        "|---|---|",
-        f"| host-stage CPU | {host_cpu_h:,.0f} core-hours |",
-        f"| sandbox-stage CPU | {sandbox_cpu_h:,.0f} core-hours |",
+        "| quantity | " + " | ".join(r[0] for r in rows) + " |",
+        "|---|" + "---|" * len(rows),
+        f"| host-stage CPU, core-hours | {host_cpu_h:,.0f} | {host_cpu_h:,.0f} |",
+        "| sandbox CPU per gated task, core-s | " + " | ".join(f"{r[1]:.2f}" for r in rows) + " |",
+        "| total CPU, core-hours | " + " | ".join(f"{r[2]:,.0f}" for r in rows) + " |",
         f"| workers for {a.target_hours:g} h ({a.cores_per_worker} cores, "
-        f"{100 * a.utilisation:.0f}% used) | {workers:,} |",
-        f"| hours on 100 such workers | "
-        f"{cpu_h / (100 * a.cores_per_worker * a.utilisation):,.1f} |",
-        f"| shuffle volume (estimate) | {shuffle_gb:,.0f} GB |",
-        f"| near-dup index (signatures + shingle hashes) | {index_gb:,.1f} GB |",
-        f"| cost at the assumed prices | ${usd:,.0f} |",
+        f"{100 * a.utilisation:.0f}% used) | "
+        + " | ".join(f"{_workers(r[2], a):,}" for r in rows)
+        + " |",
+        "| hours on 100 such workers | "
+        + " | ".join(f"{r[2] / (100 * a.cores_per_worker * a.utilisation):,.1f}" for r in rows)
+        + " |",
+        f"| shuffle volume (estimate), GB | {shuffle_gb:,.0f} | {shuffle_gb:,.0f} |",
+        f"| near-dup index (signatures + shingle hashes), GB | {index_gb:,.1f} | {index_gb:,.1f} |",
+        "| cost at the assumed prices, USD | "
+        + " | ".join(f"{_usd(r[2], shuffle_gb, a):,.0f}" for r in rows)
+        + " |",
     ]
     return "\n".join(lines)
+
+
+def _workers(cpu_h: float, a: Assumptions) -> int:
+    return max(1, round(cpu_h / (a.target_hours * a.utilisation) / a.cores_per_worker + 0.5))
+
+
+def _usd(cpu_h: float, shuffle_gb: float, a: Assumptions) -> float:
+    workers = _workers(cpu_h, a)
+    mem_gb_h = workers * a.memory_gb_per_worker * a.target_hours
+    return (
+        cpu_h / a.utilisation * a.vcpu_hour_usd
+        + mem_gb_h * a.gb_hour_usd
+        + shuffle_gb * a.shuffle_gb_usd
+    )
