@@ -20,8 +20,8 @@ is that run's own: the resident memory of the child and all its descendants, sam
 
 Wall time per stage on Beam is Beam's own execution timer per transform (the SDK's state
 sampler; fused stages are timed apart); what the runner spends between stages is shown as
-"runner". ``--project`` prints the projection for a cluster from these figures
-(``scale_project``).
+"runner" (with the whole job: publishing, catalog and report too). When both parts ran, the
+projection for ``--project`` tasks on a cluster follows (``scale_project``).
 """
 
 from __future__ import annotations
