@@ -1,0 +1,348 @@
+"""Scale benchmark: the curate pipeline on a synthetic corpus, stage by stage, 10k to 100k tasks.
+
+    PYTHONPATH=. .venv/bin/python -m benchmarks.scale --tasks 10000,30000,100000 \\
+        --full-per-family 30 --workdir /tmp/scale
+
+Corpus: ``benchmarks.scale_corpus`` (code, sql and config tasks with planted exact and near
+duplicates, HumanEval contamination, invalid records and repeated ids; a replay file with
+``--samples`` completions per task). What runs, each in its own child process (so peak memory
+is that run's own: the resident memory of the child and all its descendants, sampled every
+0.1 s, beside the child's own ``ru_maxrss``):
+
+  host, at every ``--tasks`` size: (a) the host-only stages on Beam (``scale_stages.host_beam``:
+       ingest, validate, exact and near dedup, decontamination, write; the pipeline cut before
+       the sandbox) and (b) the plain functions of the same stages outside Beam on the same
+       records (the baseline). Growth: records per second at each size relative to the
+       smallest size, per stage.
+  full, per family on ``--full-per-family`` tasks: the whole curate job through its public
+       entry (``pipeline.run.curate``, replay sampler, every sandbox stage on) on the timed
+       in-memory runner (``scale_runner``); seconds per task entering each stage.
+
+Wall time per stage on Beam is Beam's own execution timer per transform (the SDK's state
+sampler; fused stages are timed apart); what the runner spends between stages is shown as
+"runner" (with the whole job: publishing, catalog and report too). When both parts ran, the
+projection for ``--project`` tasks on a cluster follows (``scale_project``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.scale_corpus import make_corpus, write_corpus
+from benchmarks.scale_project import Assumptions, projection
+from benchmarks.timing import command_line, machine_line
+
+SANDBOX_STAGES = ("Gates", "TestStrength", "Rollouts", "Verify", "Ambiguity", "Filter")
+ORDER = ("Ingest", "Validate", "ExactDedup", "NearDedup", "Decontaminate", *SANDBOX_STAGES)
+REJECTED_AT = {
+    "validate": "Validate",
+    "exact_dedup": "ExactDedup",
+    "near_dedup": "NearDedup",
+    "decontaminate": "Decontaminate",
+    "gates": "Gates",
+    "test_strength": "TestStrength",
+    "rollouts": "Verify",
+    "verify": "Verify",
+    "ambiguity": "Ambiguity",
+    "filter": "Filter",
+}
+
+
+def _cpu_s() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def child_host(tasks: str, out: str, way: str) -> dict[str, Any]:
+    """One host-only run, ``way`` = beam or plain."""
+    from benchmarks import scale_stages
+    from benchmarks.scale_runner import TIMED_RUNNER, stage_seconds
+    from pipeline.config import CurateConfig
+
+    cfg = CurateConfig(inputs=(tasks,), output=out, runner=TIMED_RUNNER)
+    t0 = time.perf_counter()
+    if way == "plain":
+        got = scale_stages.host_plain(cfg, out, "bench")
+        return {**got, "wall_s": time.perf_counter() - t0}
+    _, result = scale_stages.host_beam(cfg, out, "bench")
+    from pipeline.run import read_counters
+
+    return {
+        "records": read_counters(result).get("ingest.records", 0),
+        "stage_s": stage_seconds(result),
+        "reasons": scale_stages.beam_reasons(result),
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
+def child_full(tasks: str, replay: str, out: str, samples: int) -> dict[str, Any]:
+    """One whole curate job through ``pipeline.run.curate`` on the timed runner."""
+    import pyarrow.parquet as pq
+
+    from benchmarks.scale_runner import TIMED_RUNNER, TimedRunner, stage_seconds
+    from pipeline.config import CurateConfig
+    from pipeline.run import curate
+    from transforms.samplers import SamplerConfig
+
+    cfg = CurateConfig(
+        inputs=(tasks,),
+        output=out,
+        sampler=SamplerConfig(backend="replay", replay_path=replay, samples=samples),
+        runner=TIMED_RUNNER,
+        overwrite=True,
+    )
+    t0 = time.perf_counter()
+    res = curate(cfg)
+    wall = time.perf_counter() - t0
+    stages: dict[str, int] = {}
+    for f in sorted((res.output / "rejected").rglob("*.parquet")):
+        for s in pq.read_table(f, columns=["stage"]).column("stage").to_pylist():
+            stages[REJECTED_AT.get(s, s)] = stages.get(REJECTED_AT.get(s, s), 0) + 1
+    return {
+        "records": res.manifest.counts["input"],
+        "kept": res.manifest.counts["kept"],
+        "stage_s": stage_seconds(TimedRunner.results[-1]),
+        "rejected_at": stages,
+        "reasons": res.manifest.rejected_by_reason,
+        "samples": samples,
+        "wall_s": wall,
+    }
+
+
+def entering(n_in: int, rejected_at: dict[str, int]) -> dict[str, int]:
+    """Records entering each stage of ``ORDER``, from the input count and rejections per stage."""
+    out, left = {}, n_in
+    for stage in ORDER:
+        out[stage] = left
+        if stage != "Rollouts":
+            left -= rejected_at.get(stage, 0)
+    return out
+
+
+def run_child(argv: list[str], saved: Path | None = None) -> dict[str, Any]:
+    """Run ``python -m benchmarks.scale --child ...``; its JSON plus peak tree memory and CPU.
+
+    Memory: resident bytes of the child and all its descendants, summed, sampled every 0.1 s.
+    CPU (``tree_cpu_s``): the child's own plus its descendants' (``tree_cpu``), from the last
+    sample of each; a process living less than one sample counts only once its parent reaps
+    it. The child's ``cpu_s`` (its rusage) misses sandbox processes still running at its end.
+
+    With ``saved``: reuse that file's result if it exists, else save the new one there."""
+    import psutil
+
+    if saved is not None and saved.exists():
+        return dict(json.loads(saved.read_text()))
+
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
+        result_file = fh.name
+    cmd = [sys.executable, "-m", "benchmarks.scale", "--child", result_file, *argv]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    root, peak = psutil.Process(proc.pid), 0
+    own, seen, alive = 0.0, {}, set[int]()  # seen: pid -> (parent, CPU with reaped children)
+    while proc.poll() is None:
+        try:
+            tree = [root, *root.children(recursive=True)]
+            peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+            t = root.cpu_times()
+            own = t.user + t.system
+            alive = set()
+            for p in tree[1:]:
+                t = p.cpu_times()
+                seen[p.pid] = (p.ppid(), t.user + t.system + t.children_user + t.children_system)
+                alive.add(p.pid)
+        except psutil.Error:
+            pass
+        time.sleep(0.1)
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {argv} exited {proc.returncode}")
+    got = json.loads(Path(result_file).read_text())
+    os.unlink(result_file)
+    got["peak_tree_mb"] = peak / 1e6
+    got["tree_cpu_s"] = own + tree_cpu(seen, alive, proc.pid)
+    if saved is not None:
+        saved.write_text(json.dumps(got))
+    return dict(got)
+
+
+def tree_cpu(seen: dict[int, tuple[int, float]], alive: set[int], root: int) -> float:
+    """CPU of the descendants, each counted once: a process that was gone at the last sample
+    and whose parent was seen is left out (its parent reaped it, so the parent's figure holds
+    it), unless that parent is the root, whose reaped children's CPU is not taken."""
+    return sum(
+        cpu for pid, (ppid, cpu) in seen.items() if pid in alive or ppid == root or ppid not in seen
+    )
+
+
+def family_sample(lines: list[str], family: str, n: int) -> list[str]:
+    """The first ``n`` base tasks of ``family`` (planted records left out)."""
+    prefix = f'{{"id": "{family}-'
+    return [ln for ln in lines if ln.startswith(prefix)][:n]
+
+
+def _rate(n: int, s: float) -> str:
+    return f"{n / s:,.0f}" if s > 0 else "-"
+
+
+def report_host(sizes: list[int], runs: dict[int, dict[str, Any]]) -> None:
+    """Per stage: seconds and records/s on Beam and plain at each size; growth vs the first."""
+    print("\n## Host-only stages (records/s per stage; growth = rate / rate at the first size)")
+    head = ["stage"] + [f"{w} {n:,}" for n in sizes for w in ("beam", "plain")]
+    print("| " + " | ".join(head) + " | growth beam | growth plain |")
+    print("|" + "---|" * (len(head) + 2))
+    from benchmarks.scale_stages import HOST_STAGES
+
+    base = sizes[0]
+    for stage in (*HOST_STAGES, "runner", "total"):
+        cells, growth = [stage], {}
+        for n in sizes:
+            for way in ("beam", "plain"):
+                s = _stage_s(runs[n][way], stage)
+                cells.append(f"{s:.1f} s ({_rate(runs[n][way]['records'], s)}/s)")
+                if n == sizes[-1] and s > 0:
+                    s0 = _stage_s(runs[base][way], stage)
+                    growth[way] = (n / s) / (base / s0) if s0 > 0 else 0.0
+        print(
+            "| "
+            + " | ".join(cells)
+            + f" | {growth.get('beam', 0):.2f}x | {growth.get('plain', 0):.2f}x |"
+        )
+    print("\n| size | beam wall s | beam peak MB | plain wall s | plain peak MB | beam/plain |")
+    print("|---|---|---|---|---|---|")
+    for n in sizes:
+        b, p = runs[n]["beam"], runs[n]["plain"]
+        print(
+            f"| {n:,} | {b['wall_s']:.1f} | {b['peak_tree_mb']:.0f} | {p['wall_s']:.1f} | "
+            f"{p['peak_tree_mb']:.0f} | {b['wall_s'] / p['wall_s']:.1f}x |"
+        )
+    print("\n| size | beam CPU s | beam records/CPU-s | plain CPU s | plain records/CPU-s |")
+    print("|---|---|---|---|---|")
+    for n in sizes:
+        b, p = runs[n]["beam"], runs[n]["plain"]
+        print(
+            f"| {n:,} | {cpu_of(b):.1f} | {n / cpu_of(b):,.0f} | {cpu_of(p):.1f} | "
+            f"{n / cpu_of(p):,.0f} |"
+        )
+    first, last = sizes[0], sizes[-1]
+    for way in ("beam", "plain"):
+        rate0 = first / cpu_of(runs[first][way])
+        rate1 = last / cpu_of(runs[last][way])
+        print(f"{way}: records per CPU-second at {last:,} / at {first:,}: {rate1 / rate0:.2f}x")
+    for n in sizes:
+        b, p = runs[n]["beam"]["reasons"], runs[n]["plain"]["reasons"]
+        same = "same" if b == p else f"differ: beam {b} plain {p}"
+        print(f"rejections per reason at {n:,}: beam {b}; plain {same}")
+
+
+def cpu_of(run: dict[str, Any]) -> float:
+    """CPU seconds of a child run: its process tree where sampled, else its own rusage."""
+    return max(float(run.get("tree_cpu_s", 0.0)), float(run["cpu_s"]), 1e-9)
+
+
+def _stage_s(run: dict[str, Any], stage: str) -> float:
+    st = run["stage_s"]
+    if stage == "total":
+        return float(run["wall_s"])
+    if stage == "runner":
+        return max(0.0, run["wall_s"] - sum(st.values()))
+    return float(sum(v for k, v in st.items() if k.startswith(stage)))
+
+
+def report_full(runs: dict[str, dict[str, Any]]) -> None:
+    """Per family: seconds per task entering each stage, wall, CPU and peak memory."""
+    print("\n## Whole pipeline per family (curate on the timed runner): ms per task entering")
+    fams = list(runs)
+    print("| stage | " + " | ".join(fams) + " |")
+    print("|---|" + "---|" * len(fams))
+    for stage in (*ORDER, "Write", "runner"):
+        cells = []
+        for fam in fams:
+            r = runs[fam]
+            n = entering(r["records"], r["rejected_at"]).get(stage, r["records"])
+            s = _stage_s(r, stage)
+            cells.append(f"{1000 * s / max(n, 1):,.0f} ({n})")
+        print(f"| {stage} | " + " | ".join(cells) + " |")
+    for fam in fams:
+        r = runs[fam]
+        print(
+            f"{fam}: {r['records']} tasks, kept {r['kept']}, wall {r['wall_s']:.0f} s, "
+            f"CPU {r.get('tree_cpu_s', 0):.0f} s (process tree; child alone {r['cpu_s']:.0f} s), "
+            f"peak {r['peak_tree_mb']:.0f} MB; "
+            f"rejected {r['reasons']}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--tasks", default="10000,30000,100000", help="host-stage sizes, comma list")
+    ap.add_argument("--full-per-family", type=int, default=30, help="0: skip the whole pipeline")
+    ap.add_argument("--samples", type=int, default=4, help="K: completions per task")
+    ap.add_argument("--workdir", help="where corpora and outputs go (default: a temp dir)")
+    ap.add_argument("--no-beam", action="store_true", help="host stages: plain functions only")
+    ap.add_argument(
+        "--reuse", action="store_true", help="reuse results saved in --workdir by earlier runs"
+    )
+    ap.add_argument("--project", type=int, default=10_000_000, help="tasks to project for")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        t0 = time.perf_counter()
+        mode, *rest = args.rest
+        if mode == "full":
+            got = child_full(rest[0], rest[1], rest[2], int(rest[3]))
+        else:
+            got = child_host(rest[0], rest[1], mode)
+        got |= {"cpu_s": _cpu_s(), "maxrss_mb": resource.getrusage(0).ru_maxrss / 1e3}
+        got["child_s"] = time.perf_counter() - t0
+        Path(args.child).write_text(json.dumps(got))
+        return 0
+    sizes = [int(x) for x in args.tasks.split(",") if x]
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="scale-"))
+    print(f"{command_line('benchmarks.scale')}\n{machine_line()}")
+    full: dict[str, dict[str, Any]] = {}
+    if args.full_per_family:
+        corpus = make_corpus(max(20 * args.full_per_family, 200), k=args.samples, seed=11)
+        _, replay = write_corpus(corpus, work / "corpus-full")
+        for fam in ("code", "sql", "config"):
+            lines = family_sample(corpus.lines, fam, args.full_per_family)
+            path = work / f"full-{fam}" / "tasks.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(lines) + "\n")
+            out = str(work / f"full-{fam}" / "out")
+            saved = work / f"full-{fam}.json" if args.reuse else None
+            full[fam] = run_child(["full", str(path), replay, out, str(args.samples)], saved)
+            print(f"  full {fam}: {full[fam]['wall_s']:.1f} s", flush=True)
+        report_full(full)
+    host: dict[int, dict[str, Any]] = {}
+    for n in sizes:
+        corpus = make_corpus(n, k=args.samples)
+        tasks, _ = write_corpus(corpus, work / f"corpus-{n}")
+        print(f"corpus {n:,}: planted {corpus.planted}", flush=True)
+        del corpus
+        host[n] = {}
+        for way in ("plain", "beam"):
+            if way == "beam" and args.no_beam:
+                host[n][way] = host[n]["plain"]
+                continue
+            saved = work / f"host-{way}-{n}.json" if args.reuse else None
+            host[n][way] = run_child([way, tasks, str(work / f"out-{way}-{n}")], saved)
+            print(f"  {way}: {host[n][way]['wall_s']:.1f} s", flush=True)
+    if sizes:
+        report_host(sizes, host)
+    if host and full:
+        print(projection(host[sizes[-1]], sizes[-1], full, Assumptions(tasks=args.project)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
