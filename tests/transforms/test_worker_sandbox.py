@@ -12,8 +12,12 @@ from apache_beam.internal import pickler
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that
 
+from transforms.gates import GatesConfig, GatesFn
+from transforms.reliability import AmbiguityFn, TestStrengthFn
+from transforms.rollouts import VerifyFn
 from transforms.worker_sandbox import SharedSandbox, WorkerSandbox
 from verifiers import SandboxConfig
+from verifiers.reliability import AmbiguityConfig, StrengthConfig
 
 CFG = SandboxConfig()
 
@@ -119,3 +123,23 @@ def _check(driver: int, lists: list[list[tuple[int, int]]]) -> None:
     assert len(seen) == 16
     assert all(pid != driver for pid, _ in seen)  # they ran in worker processes
     _one_sandbox_per_process(seen)
+
+
+def test_the_curate_sandbox_stages_share_one_sandbox_and_pool() -> None:
+    fns = [
+        GatesFn(GatesConfig(), CFG, "run-g"),
+        TestStrengthFn(StrengthConfig(), CFG, "run-g"),
+        VerifyFn(CFG, "run-g"),
+        AmbiguityFn(AmbiguityConfig(), CFG, "run-g"),
+    ]
+    copies = [pickler.loads(pickler.dumps(fn)) for fn in fns]  # as a worker gets them
+    for fn in copies:
+        fn.setup()
+    try:
+        assert len({id(fn.sandbox) for fn in copies}) == 1
+        assert len({id(fn.verifiers) for fn in copies}) == 1
+        assert copies[2].pool is copies[2].res.pool
+    finally:
+        for fn in copies:
+            fn.teardown()
+    assert copies[2].pool is None
