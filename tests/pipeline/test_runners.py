@@ -134,6 +134,8 @@ def test_portable_stages_ran_in_sdk_worker_processes(portable: tuple[Path, int, 
     assert counted_here == 0  # no sandbox stage ran in the driver process
     assert "Starting worker with command" in pool_log
     assert used and all(u["processes"] >= 1 for u in used), used
+    started = pool_log.count("Starting worker with command")
+    assert sum(u["processes"] for u in used) <= started, (used, started)
 
 
 @pytest.mark.parametrize("run", ["in_memory", "portable", "multi_process"])
@@ -144,6 +146,11 @@ def test_conservation_used_committed_counters(run: str, request: pytest.FixtureR
     assert manifest["runner"]["counters"] == "committed", manifest["runner"]
     assert manifest["runner"]["conservation"] == "exact", manifest["runner"]
     assert manifest["counts"]["input"] == sum(len(ids) for ids in PICKED.values())
+
+
+def test_multi_process_run_reports_at_most_one_sandbox_per_worker(multi_process: Path) -> None:
+    used = json.loads((multi_process / "manifest.json").read_text())["sandbox"]["used_by_workers"]
+    assert used and 1 <= sum(u["processes"] for u in used) <= 2, used
 
 
 def test_in_memory_run_reports_one_sandbox_process(in_memory: Path) -> None:
