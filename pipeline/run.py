@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
-import json
 import logging
 import os
 import secrets
@@ -24,16 +23,20 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow.parquet as pq
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.build import build
 from pipeline.catalog import CATALOG_FILE, write_catalog
 from pipeline.config import CurateConfig
+from pipeline.counters import (
+    ConservationError,
+    check_conservation,
+    read_counters,
+    read_sandboxes,
+)
 from pipeline.quality_gate import refuse_if_failed, run_checks
 from pipeline.report import write_report
 from schemas import Manifest
-from transforms.common import NAMESPACE, SANDBOX_NAMESPACE
 from transforms.samplers import model_id
 from transforms.stats import histogram_bin
 
@@ -53,10 +56,6 @@ PACKAGES = (
 
 class OutputExists(Exception):
     """The output directory holds an earlier run and overwrite was not asked for."""
-
-
-class ConservationError(RuntimeError):
-    """Input records do not equal kept + rejected: a record was lost (a bug)."""
 
 
 @dataclass(frozen=True)
@@ -87,26 +86,6 @@ def check_output(cfg: CurateConfig) -> Path:
     if out.exists() and any(out.iterdir()) and not cfg.overwrite:
         raise OutputExists(f"{out} is not empty; pass --overwrite to replace it")
     return out
-
-
-def read_counters(result: Any) -> dict[str, int]:
-    counters: Counter[str] = Counter()
-    metrics = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
-    for c in metrics["counters"]:
-        value = c.committed if c.committed is not None else c.attempted
-        counters[c.key.metric.name] += int(value or 0)
-    return dict(sorted(counters.items()))
-
-
-def read_sandboxes(result: Any) -> list[dict[str, Any]]:
-    """The distinct sandbox ``describe()`` results of the workers, with how many DoFn
-    instances (gates, rollouts) reported each."""
-    seen: Counter[str] = Counter()
-    metrics = result.metrics().query(MetricsFilter().with_namespace(SANDBOX_NAMESPACE))
-    for c in metrics["counters"]:
-        value = c.committed if c.committed is not None else c.attempted
-        seen[c.key.metric.name] += int(value or 0)
-    return [{**json.loads(k), "instances": n} for k, n in sorted(seen.items())]
 
 
 def _files(root: Path, sub: str) -> list[Path]:
@@ -234,14 +213,12 @@ def curate(cfg: CurateConfig) -> CurateResult:
         log.info("run %s: pipeline built; running on %s", run_id, cfg.runner)
         result = p.run()
         result.wait_until_finish()
-        counters = read_counters(result)
+        read = read_counters(result)
+        counters = read.values
         counts, reasons, hist, outputs = summarise(staging)
         n_in = counters.get("ingest.records", 0)
         counts = {"input": n_in, **counts}
-        if n_in != counts["kept"] + counts["rejected"]:
-            raise ConservationError(
-                f"input {n_in} != kept {counts['kept']} + rejected {counts['rejected']}"
-            )
+        conservation = check_conservation(n_in, counts["kept"], counts["rejected"], read.committed)
         check_no_double_counting(staging)
         manifest = Manifest(
             run_id=run_id,
@@ -263,6 +240,7 @@ def curate(cfg: CurateConfig) -> CurateResult:
             stage_counters=counters,
             pass_rate_histogram=hist,
             outputs={**outputs, "catalog": [CATALOG_FILE]},
+            runner={"runner": cfg.runner, "counters": read.kind, "conservation": conservation},
         )
         if cfg.dedup.index_path:
             manifest.counts["indexed"] = counts["kept"]

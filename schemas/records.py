@@ -311,3 +311,8 @@ class Manifest(_Rec):
     stage_counters: dict[str, int]
     pass_rate_histogram: dict[str, int]
     outputs: dict[str, list[str]]
+    runner: dict[str, str] = Field(
+        default_factory=dict,
+        description="the Beam runner; counters: committed or attempted (runners that report "
+        "no committed values); conservation: exact, or why it could not be checked exactly",
+    )

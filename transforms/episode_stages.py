@@ -20,7 +20,7 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
 from schemas import FeedbackLevel, Rollout, Verdict
-from transforms.common import REJECTED, count, count_sandbox, rejected
+from transforms.common import REJECTED, count, rejected
 from transforms.episodes import (
     Episode,
     EpisodeConfig,
@@ -111,10 +111,8 @@ class TurnFn(VerifyFn):
         )
 
     def process(self, element: Any) -> Iterator[Any]:
-        assert self.verifiers is not None and self.pool is not None
-        if not self.sandbox_counted and self.sandbox is not None:
-            count_sandbox(self.sandbox.describe())
-            self.sandbox_counted = True
+        assert self.verifiers is not None and self.pool is not None and self.res is not None
+        self.shared.count_once(self.res)  # what this worker's runs really got
         if isinstance(element, Failed):  # turn 1's sampler failed the task
             yield self._reject(element.reason, element.detail, element.item, element.requested)
             return

@@ -18,9 +18,10 @@ from typing import Any
 import apache_beam as beam
 
 from schemas import CodeSpec, GateResult, TaskRecord
-from transforms.common import count, count_sandbox, rejected
+from transforms.common import count, rejected
 from transforms.deadletter import Guarded
 from transforms.items import Item, rejection
+from transforms.worker_sandbox import SharedSandbox, WorkerSandbox
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily, Verifier
 from verifiers.registry import VerifierCache
 from verifiers.retry import RetryOutcome, RetryPolicy, verify_with_retry
@@ -132,25 +133,23 @@ class GatesFn(beam.DoFn):
         self.cfg = cfg
         self.sandbox_cfg = sandbox
         self.run_id = run_id
+        self.shared = SharedSandbox(sandbox, run_id)  # one sandbox per worker process
+        self.res: WorkerSandbox | None = None
         self.sandbox: Sandbox | None = None
         self.verifiers: VerifierCache | None = None
 
     def setup(self) -> None:
-        self.sandbox = self.sandbox_cfg.make()
-        self.sandbox_counted = False
-        self.verifiers = VerifierCache(self.sandbox)
+        self.res = self.shared.acquire()
+        self.sandbox, self.verifiers = self.res.sandbox, self.res.verifiers
 
     def teardown(self) -> None:
-        if self.verifiers is not None:
-            self.verifiers.close()
-        if self.sandbox is not None:
-            self.sandbox.close()
+        if self.res is not None:
+            self.shared.release(self.res)
+            self.res = self.sandbox = self.verifiers = None
 
     def process(self, item: Item) -> Iterator[Any]:
-        assert self.verifiers is not None
-        if not self.sandbox_counted and self.sandbox is not None:
-            count_sandbox(self.sandbox.describe())  # what this worker's runs really got
-            self.sandbox_counted = True
+        assert self.verifiers is not None and self.res is not None
+        self.shared.count_once(self.res)  # what this worker's runs really got
         try:
             verifier = self.verifiers.get(item.task.family)
         except UnsupportedFamily as exc:

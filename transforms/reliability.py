@@ -34,6 +34,7 @@ from schemas import AmbiguityCheck, StrengthCheck, SurvivingMutant
 from transforms.common import count, rejected
 from transforms.deadletter import Guarded
 from transforms.items import Item, Scored, rejection
+from transforms.worker_sandbox import SharedSandbox, WorkerSandbox
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily
 from verifiers.families.probes import Differ
 from verifiers.registry import VerifierCache, get_differ
@@ -96,17 +97,19 @@ def _differ(family: str) -> Differ | None:
 
 
 class _SandboxFn(beam.DoFn):
-    """A DoFn holding one sandbox (and its verifiers) per worker."""
+    """A DoFn using its worker process's shared sandbox and verifiers (``worker_sandbox``)."""
 
     def __init__(self, sandbox: SandboxConfig, run_id: str) -> None:
         self.sandbox_cfg = sandbox
         self.run_id = run_id
+        self.shared = SharedSandbox(sandbox, run_id)
+        self.res: WorkerSandbox | None = None
         self.sandbox: Sandbox | None = None
         self.verifiers: VerifierCache | None = None
 
     def setup(self) -> None:
-        self.sandbox = self.sandbox_cfg.make()
-        self.verifiers = VerifierCache(self.sandbox)
+        self.res = self.shared.acquire()
+        self.sandbox, self.verifiers = self.res.sandbox, self.res.verifiers
         # A remote sandbox verifies whole solutions in the service and runs nothing here.
         self.remote = self.sandbox.capabilities.whole_verifications
         if self.remote:
@@ -118,6 +121,8 @@ class _SandboxFn(beam.DoFn):
 
     def differ(self, family: str, stage: str) -> Differ | None:
         """The family's differ, or None (counted) when this stage cannot measure the task."""
+        if self.res is not None:
+            self.shared.count_once(self.res)  # what this worker's runs really got
         if self.remote:
             count(f"{stage}.remote")
             return None
@@ -127,10 +132,9 @@ class _SandboxFn(beam.DoFn):
         return found
 
     def teardown(self) -> None:
-        if self.verifiers is not None:
-            self.verifiers.close()
-        if self.sandbox is not None:
-            self.sandbox.close()
+        if self.res is not None:
+            self.shared.release(self.res)
+            self.res = self.sandbox = self.verifiers = None
 
 
 class TestStrengthFn(_SandboxFn):

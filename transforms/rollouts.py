@@ -29,7 +29,7 @@ import apache_beam as beam
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
 from schemas import CodeSpec, Rollout, Verdict
-from transforms.common import count, count_sandbox, rejected
+from transforms.common import count, rejected
 from transforms.deadletter import DEAD, Attempt, Guarded
 from transforms.gates import count_retry
 from transforms.items import Item, Scored, rejection
@@ -43,6 +43,7 @@ from transforms.samplers import (
 )
 from transforms.settle import band_settled
 from transforms.stats import BandConfig
+from transforms.worker_sandbox import SharedSandbox, WorkerSandbox
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily
 from verifiers.registry import VerifierCache
 from verifiers.retry import RetryPolicy, verify_with_retry
@@ -145,23 +146,24 @@ class VerifyFn(beam.DoFn):
         self.run_id = run_id
         self.band = band or BandConfig()
         self.retry = retry or RetryPolicy()
+        self.shared = SharedSandbox(sandbox, run_id)  # one sandbox and pool per process
+        self.res: WorkerSandbox | None = None
         self.sandbox: Sandbox | None = None
         self.verifiers: VerifierCache | None = None
         self.pool: ThreadPoolExecutor | None = None
 
     def setup(self) -> None:
-        self.sandbox = self.sandbox_cfg.make()
-        self.sandbox_counted = False
-        self.verifiers = VerifierCache(self.sandbox)
-        self.pool = ThreadPoolExecutor(max_workers=self.sandbox_cfg.workers)
+        self.res = self.shared.acquire()
+        self.sandbox, self.verifiers, self.pool = (
+            self.res.sandbox,
+            self.res.verifiers,
+            self.res.pool,
+        )
 
     def teardown(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True)
-        if self.verifiers is not None:
-            self.verifiers.close()
-        if self.sandbox is not None:
-            self.sandbox.close()
+        if self.res is not None:
+            self.shared.release(self.res)
+            self.res = self.sandbox = self.verifiers = self.pool = None
 
     def refuse(self, item: Item, samples: Samples, n: int = 0) -> dict[str, Any] | None:
         """The rejection of a task whose samples cannot be verified (the sampler failed it,
@@ -207,9 +209,8 @@ class VerifyFn(beam.DoFn):
         """Verify every completion (with retries): the solutions, verdicts and rollout rows,
         rows numbered from sample index ``first``."""
         assert self.verifiers is not None and self.pool is not None
-        if not self.sandbox_counted and self.sandbox is not None:
-            count_sandbox(self.sandbox.describe())  # what this worker's runs really got
-            self.sandbox_counted = True
+        assert self.res is not None
+        self.shared.count_once(self.res)  # what this worker's runs really got
         task = item.task
         verifier = self.verifiers.get(task.family)
         if item.reference_s:

@@ -21,7 +21,7 @@ def test_manifest_lists_the_workers_sandboxes(tmp_path: Path) -> None:
     )
     sandbox = json.loads((out / "manifest.json").read_text())["sandbox"]
     used = sandbox["used_by_workers"]
-    assert used and all(u["instances"] >= 1 for u in used), sandbox
+    assert used and all(u["processes"] >= 1 for u in used), sandbox
     for u in used:
         assert u["backend"] == "process" and u["isolation"] in ("bwrap", "unshare-mount"), u
         assert u["filesystem_isolated"] is True and u["weak"] is False, u
