@@ -30,8 +30,9 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     if cfg.strength.enabled:
         measured = strong | "TestStrength" >> TestStrength(cfg.strength, cfg.sandbox, run_id)
         strong, strength_rejected = measured["ok"], [measured[REJECTED]]
-    sampled = strong | "Rollouts" >> Rollouts(cfg.sampler)
-    verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id, cfg.band, cfg.gates.retry)
+    cache = cfg.cache_dir()
+    sampled = strong | "Rollouts" >> Rollouts(cfg.sampler, cache)
+    verified = sampled | "Verify" >> Verify(cfg.sandbox, run_id, cfg.band, cfg.gates.retry, cache)
     scored, ambiguity_rejected = verified["ok"], []
     if cfg.ambiguity.enabled:
         compared = scored | "Ambiguity" >> Ambiguity(cfg.ambiguity, cfg.sandbox, run_id)

@@ -11,6 +11,7 @@ from typing import Any
 from transforms.decontaminate import DecontamConfig
 from transforms.dedup import DedupConfig
 from transforms.gates import GatesConfig
+from transforms.rollout_cache import CacheConfig
 from transforms.samplers import SamplerConfig
 from transforms.stats import BandConfig
 from verifiers import SandboxConfig
@@ -36,6 +37,8 @@ class CurateConfig:
     beam_args: tuple[str, ...] = ()
     expectations: bool = False
     """Run the data-quality suites before publishing (pipeline.expectations)."""
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    """The rollout cache (transforms.rollout_cache): reused completions and verdicts."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -43,13 +46,17 @@ class CurateConfig:
         if not self.output:
             raise ValueError("need an --output directory")
 
+    def cache_dir(self) -> str | None:
+        """The rollout cache directory of this run (None with the cache off)."""
+        return self.cache.directory(self.output)
+
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def fingerprint(self) -> str:
         """Stable hash of what shapes the results (not where they go or how Beam runs)."""
         data = self.as_dict()
-        for key in ("output", "overwrite", "runner", "beam_args", "expectations"):
+        for key in ("output", "overwrite", "runner", "beam_args", "expectations", "cache"):
             data.pop(key)
         for where in ("urls", "token_env", "priority"):  # where the sandbox service runs
             data["sandbox"].pop(where, None)

@@ -22,6 +22,7 @@ from pipeline.sampler_flags import check_server_args, server_fields
 from schemas import Manifest
 from transforms.decontaminate import DecontamConfig
 from transforms.gates import GatesConfig
+from transforms.rollout_cache import CacheConfig
 from transforms.samplers import SamplerConfig
 from transforms.stats import BandConfig
 from verifiers import SandboxConfig
@@ -105,6 +106,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
         runner=args.runner,
         beam_args=tuple(beam_args),
         expectations=args.expectations,
+        cache=CacheConfig(path=args.rollout_cache, enabled=not args.no_cache),
     )
 
 

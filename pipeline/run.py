@@ -210,6 +210,16 @@ def add_to_dedup_index(cfg: CurateConfig, root: Path, run_id: str) -> int:
     return len(ids)
 
 
+def compact_rollout_cache(cfg: CurateConfig) -> None:
+    """Merge the rollout cache's part files once there are many (transforms.rollout_cache)."""
+    from transforms.rollout_cache import compact_all
+
+    root = cfg.cache_dir()
+    if root is not None:
+        log.info("rollout cache: %s", root)
+        compact_all(root, cfg.cache.compact_after)
+
+
 def pipeline_options(cfg: CurateConfig) -> PipelineOptions:
     args = [f"--runner={cfg.runner}", *cfg.beam_args]
     if cfg.runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
@@ -229,6 +239,7 @@ def curate(cfg: CurateConfig) -> CurateResult:
         sandbox = cfg.sandbox.make()
         sandbox_info = dict(sandbox.describe())
         sandbox.close()
+        compact_rollout_cache(cfg)
         p = beam.Pipeline(options=pipeline_options(cfg))
         build(p, cfg, str(staging), run_id)
         log.info("run %s: pipeline built; running on %s", run_id, cfg.runner)

@@ -12,6 +12,9 @@ A verification that hits ``infra_error`` is retried (``verifiers.retry``; counte
 failing after its retries is left out of n (``verify.samples_left_out``; its rollout row keeps
 the infra verdict) and the task is scored on the rest, unless those cannot settle its band
 (``transforms.settle``): then it is rejected as ``verify.infra_error`` with the evidence.
+
+With a rollout cache directory (``transforms.rollout_cache``) the sampler is wrapped so
+cached completions are served without sampling, and cached verdicts without verifying.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from schemas import CodeSpec, Rollout, Verdict
 from transforms.common import REJECTED, count, count_sandbox, rejected
 from transforms.gates import count_retry
 from transforms.items import Item, Scored, rejection
+from transforms.rollout_cache import wrap_handler
+from transforms.rollout_cache.verdicts import VerdictCache
 from transforms.samplers import (
     SamplerConfig,
     SampleRequest,
@@ -39,7 +44,7 @@ from transforms.settle import band_settled
 from transforms.stats import BandConfig
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily
 from verifiers.registry import VerifierCache
-from verifiers.retry import RetryPolicy, verify_with_retry
+from verifiers.retry import RetryOutcome, RetryPolicy, verify_with_retry
 from verifiers.rewards import Reward, reward
 
 log = logging.getLogger("tasksieve.rollouts")
@@ -55,16 +60,22 @@ def sample_request(item: Item) -> SampleRequest:
 class Rollouts(beam.PTransform):
     """Ask the sampler for K completions per task; join them back to their task."""
 
-    def __init__(self, cfg: SamplerConfig) -> None:
+    def __init__(self, cfg: SamplerConfig, cache_dir: str | None = None) -> None:
         super().__init__()
         self.cfg = cfg
+        self.cache_dir = cache_dir  # the rollout cache (transforms.rollout_cache); None: off
 
     def expand(self, items: beam.PCollection) -> beam.PCollection:
         keyed = items | "KeyById" >> beam.Map(lambda it: (it.id, it))
         samples = (
             items
             | "Request" >> beam.Map(lambda it: (it.id, sample_request(it)))
-            | "Sample" >> RunInference(KeyedModelHandler(make_model_handler(self.cfg)))
+            | "Sample"
+            >> RunInference(
+                KeyedModelHandler(
+                    wrap_handler(make_model_handler(self.cfg), self.cfg, self.cache_dir)
+                )
+            )
             | "Progress" >> beam.Map(_sampled)
         )
         return (
@@ -117,11 +128,13 @@ class VerifyFn(beam.DoFn):
         run_id: str,
         band: BandConfig | None = None,
         retry: RetryPolicy | None = None,
+        cache_dir: str | None = None,
     ) -> None:
         self.sandbox_cfg = sandbox
         self.run_id = run_id
         self.band = band or BandConfig()
         self.retry = retry or RetryPolicy()
+        self.cache = VerdictCache(cache_dir, sandbox) if cache_dir else None
         self.sandbox: Sandbox | None = None
         self.verifiers: VerifierCache | None = None
         self.pool: ThreadPoolExecutor | None = None
@@ -131,6 +144,12 @@ class VerifyFn(beam.DoFn):
         self.sandbox_counted = False
         self.verifiers = VerifierCache(self.sandbox)
         self.pool = ThreadPoolExecutor(max_workers=self.sandbox_cfg.workers)
+        if self.cache is not None:
+            self.cache.setup()
+
+    def finish_bundle(self) -> None:
+        if self.cache is not None:
+            self.cache.flush()  # this bundle's verdicts, before the next can crash
 
     def teardown(self) -> None:
         if self.pool is not None:
@@ -191,11 +210,15 @@ class VerifyFn(beam.DoFn):
             verifier.calibrate(task, item.reference_s)
         entry = sample_request(item).entry_point
         solutions = [extract_solution(c, task.family, entry) for c in samples.completions]
-        tries = list(
-            self.pool.map(
-                lambda s: verify_with_retry(lambda: verifier.verify(task, s), self.retry), solutions
-            )
-        )
+
+        def run(sols: list[str]) -> list[RetryOutcome]:
+            def one(sol: str) -> RetryOutcome:
+                return verify_with_retry(lambda: verifier.verify(task, sol), self.retry)
+
+            assert self.pool is not None
+            return list(self.pool.map(one, sols))
+
+        tries = run(solutions) if self.cache is None else self.cache.verify(task, solutions, run)
         verdicts: list[Verdict] = [t.verdict for t in tries]
         for t in tries:
             count_retry("verify", t)
@@ -256,14 +279,16 @@ class Verify(beam.PTransform):
         run_id: str,
         band: BandConfig | None = None,
         retry: RetryPolicy | None = None,
+        cache_dir: str | None = None,
     ) -> None:
         super().__init__()
         self.sandbox = sandbox
         self.run_id = run_id
         self.band = band
         self.retry = retry
+        self.cache_dir = cache_dir
 
     def expand(self, pairs: beam.PCollection) -> dict[str, beam.PCollection]:
-        fn = VerifyFn(self.sandbox, self.run_id, self.band, self.retry)
+        fn = VerifyFn(self.sandbox, self.run_id, self.band, self.retry, self.cache_dir)
         out = pairs | "Run" >> beam.ParDo(fn).with_outputs(ROLLOUTS, REJECTED, main="ok")
         return {"ok": out.ok, ROLLOUTS: out[ROLLOUTS], REJECTED: out[REJECTED]}

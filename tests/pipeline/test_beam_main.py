@@ -41,6 +41,8 @@ DASHED: list[tuple[str, str | None]] = [
     ("--max-attempts", "2"),
     ("--extra-body", '{"a": 1}'),
     ("--top-p", "0.5"),
+    ("--rollout-cache", "cache-dir"),
+    ("--no-cache", None),
 ]
 
 
