@@ -49,12 +49,17 @@ class CachedModel:
     def __init__(self, inner: ModelHandler[SampleRequest, Samples, Any], root: str) -> None:
         self.inner = inner
         self.root = root
-        self.entries, corrupt = store.load(root, store.SAMPLES)
-        if corrupt:
-            count("cache.corrupt_entries", corrupt)
+        self.entries, self.corrupt = store.load(root, store.SAMPLES)
         self._model: Any = None
         self._loaded = False
         self._lock = threading.Lock()
+
+    def report_corrupt(self) -> None:
+        """Count the corrupt entries met while loading, once (setup has no metrics context)."""
+        with self._lock:
+            corrupt, self.corrupt = self.corrupt, 0
+        if corrupt:
+            count("cache.corrupt_entries", corrupt)
 
     def model(self) -> Any:
         """The wrapped sampler's model, loaded on first use (once per worker process)."""
@@ -124,6 +129,7 @@ class CachedModelHandler(ModelHandler[SampleRequest, Samples, CachedModel]):
         inference_args: dict[str, Any] | None = None,
     ) -> Iterable[Samples]:
         """Cached ``Samples`` for hits, the wrapped sampler's for the rest, in request order."""
+        model.report_corrupt()
         k = self.cfg.samples
         out: list[Samples | None] = []
         missed: list[int] = []
@@ -135,7 +141,8 @@ class CachedModelHandler(ModelHandler[SampleRequest, Samples, CachedModel]):
             out.append(hit)
             if hit is None:
                 missed.append(i)
-        count("cache.sample_hits", k * (len(batch) - len(missed)))
+        if len(missed) < len(batch):
+            count("cache.sample_hits", k * (len(batch) - len(missed)))
         if missed:
             count("cache.sample_misses", k * len(missed))
             count("cache.tasks_sampled", len(missed))

@@ -36,7 +36,13 @@ class _Loaded:
     """The verdict entries of one cache directory (weakly referenceable for ``Shared``)."""
 
     def __init__(self, root: str) -> None:
-        self.entries, corrupt = store.load(root, store.VERDICTS)
+        self.entries, self.corrupt = store.load(root, store.VERDICTS)
+        self.lock = threading.Lock()
+
+    def report_corrupt(self) -> None:
+        """Count the corrupt entries met while loading, once (setup has no metrics context)."""
+        with self.lock:
+            corrupt, self.corrupt = self.corrupt, 0
         if corrupt:
             count("cache.corrupt_entries", corrupt)
 
@@ -75,13 +81,15 @@ class VerdictCache:
         A cached verdict comes back as a one-attempt ``RetryOutcome`` (so no retry is counted).
         """
         assert self.loaded is not None, "VerdictCache.setup was not called"
+        self.loaded.report_corrupt()
         keys = [verdict_key(task, s, self.sandbox) for s in solutions]
         out: list[RetryOutcome | None] = []
         for key in keys:
             cached = _verdict(self.loaded.entries.get(key))
             out.append(None if cached is None else RetryOutcome(cached, 1))
         missed = [i for i, v in enumerate(out) if v is None]
-        count("cache.verdict_hits", len(keys) - len(missed))
+        if len(missed) < len(keys):
+            count("cache.verdict_hits", len(keys) - len(missed))
         if missed:
             count("cache.verdict_misses", len(missed))
             tries = run([solutions[i] for i in missed])
