@@ -188,6 +188,7 @@ def add_to_dedup_index(cfg: CurateConfig, root: Path, run_id: str) -> int:
     """Append this run's kept tasks to the near-dedup index, so later runs reject their copies."""
     from transforms.minhash import MinHasher
     from transforms.neardup import write_index_part
+    from transforms.neardup_compact import maybe_compact
 
     ids: list[str] = []
     texts: list[str] = []
@@ -207,6 +208,7 @@ def add_to_dedup_index(cfg: CurateConfig, root: Path, run_id: str) -> int:
         cfg.dedup.shingle(),
     )
     log.info("added %d kept tasks to the dedup index %s", len(ids), cfg.dedup.index_path)
+    maybe_compact(cfg.dedup.index_path)
     return len(ids)
 
 
