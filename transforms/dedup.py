@@ -333,7 +333,9 @@ class NearDedup(beam.PTransform):
         index_edges = None
         if cfg.index_path and cfg.index_lookup == "worker":
             check_index(cfg.index_path, cfg.index_settings())
-            index_edges = lookup_edges(docs, cfg, index_files(cfg.index_path))
+            index_edges = lookup_edges(
+                docs, cfg.banding(), cfg.near_threshold, index_files(cfg.index_path)
+            )
         elif cfg.index_path:
             check_index(cfg.index_path, cfg.index_settings())
             index = (

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import apache_beam as beam
 import numpy as np
@@ -32,8 +32,18 @@ from transforms.common import count
 from transforms.minhash import EMPTY, Banding, band_keys
 from transforms.textsim import jaccard_hashes
 
-if TYPE_CHECKING:
-    from transforms.dedup import DedupConfig, Doc, Key
+Key = tuple[int, str, int, str]  # transforms.dedup's node key
+
+
+class Doc(Protocol):
+    """What the lookup needs of ``transforms.dedup.Doc``."""
+
+    @property
+    def key(self) -> Key: ...
+    @property
+    def shingles(self) -> np.ndarray: ...
+    @property
+    def bands(self) -> tuple[int, ...]: ...
 
 
 def read_part_columns(file: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
@@ -118,14 +128,15 @@ def index_key(entry_id: str) -> Key:
 class IndexLookupFn(beam.DoFn):
     """Confirmed (index entry, candidate, Jaccard) edges of each candidate Doc."""
 
-    def __init__(self, cfg: DedupConfig, files: Sequence[str]) -> None:
-        self.cfg = cfg
+    def __init__(self, banding: Banding, threshold: float, files: Sequence[str]) -> None:
+        self.banding = banding
+        self.threshold = threshold
         self.files = tuple(files)
         self.handle = shared.Shared()
         self.index: LoadedIndex | None = None
 
     def setup(self) -> None:
-        files, banding = self.files, self.cfg.banding()
+        files, banding = self.files, self.banding
         tag = "\n".join([str(banding), *files])
         self.index = self.handle.acquire(lambda: LoadedIndex(files, banding), tag=tag)
 
@@ -134,12 +145,12 @@ class IndexLookupFn(beam.DoFn):
         if not doc.bands:
             return
         count("near_dedup.index_lookups")
-        for entry_id, score in self.index.matches(doc.shingles, doc.bands, self.cfg.near_threshold):
+        for entry_id, score in self.index.matches(doc.shingles, doc.bands, self.threshold):
             count("near_dedup.confirmed_pairs")
             count("near_dedup.index_matches")
             yield (index_key(entry_id), doc.key, score)
 
 
-def lookup_edges(docs: Any, cfg: DedupConfig, files: Sequence[str]) -> Any:
+def lookup_edges(docs: Any, banding: Banding, threshold: float, files: Sequence[str]) -> Any:
     """The index edges of ``docs`` (a PCollection of Doc)."""
-    return docs | "IndexLookup" >> beam.ParDo(IndexLookupFn(cfg, files))
+    return docs | "IndexLookup" >> beam.ParDo(IndexLookupFn(banding, threshold, files))

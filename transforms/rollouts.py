@@ -31,7 +31,7 @@ from schemas import CodeSpec, Rollout, Verdict
 from transforms.common import REJECTED, count, count_sandbox, rejected
 from transforms.gates import count_retry
 from transforms.items import Item, Scored, rejection
-from transforms.rollout_cache import wrap_handler
+from transforms.rollout_cache.sampler import wrap_handler
 from transforms.rollout_cache.verdicts import VerdictCache
 from transforms.samplers import (
     SamplerConfig,

@@ -21,8 +21,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import ModelHandler
 
 from transforms.common import count
-from transforms.rollout_cache import store
 from transforms.rollout_cache.keys import sample_key, sampling_params
+from transforms.rollout_cache.store import SAMPLES, load, write_part
 from transforms.samplers import SamplerConfig, SampleRequest, Samples, model_id
 from transforms.samplers.config import CompletionMeta
 
@@ -49,7 +49,7 @@ class CachedModel:
     def __init__(self, inner: ModelHandler[SampleRequest, Samples, Any], root: str) -> None:
         self.inner = inner
         self.root = root
-        self.entries, self.corrupt = store.load(root, store.SAMPLES)
+        self.entries, self.corrupt = load(root, SAMPLES)
         self._model: Any = None
         self._loaded = False
         self._lock = threading.Lock()
@@ -166,7 +166,14 @@ class CachedModelHandler(ModelHandler[SampleRequest, Samples, CachedModel]):
             for j in range(min(len(samples.completions), len(keys))):
                 entries[keys[j]] = to_entry(samples, j)
         try:
-            store.write_part(self.root, store.SAMPLES, entries)
+            write_part(self.root, SAMPLES, entries)
         except Exception as exc:  # a full disk must not lose the samples already drawn
             count("cache.write_errors")
             log.warning("rollout cache: could not store %d samples: %s", len(entries), exc)
+
+
+def wrap_handler(
+    inner: ModelHandler[SampleRequest, Samples, Any], cfg: SamplerConfig, root: str | None
+) -> ModelHandler[SampleRequest, Samples, Any]:
+    """``inner`` behind the cache at ``root`` (None: ``inner`` itself)."""
+    return inner if root is None else CachedModelHandler(inner, cfg, root)

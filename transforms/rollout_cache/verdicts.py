@@ -19,8 +19,8 @@ from apache_beam.utils import shared
 
 from schemas import TaskRecord, Verdict
 from transforms.common import count
-from transforms.rollout_cache import store
 from transforms.rollout_cache.keys import verdict_key
+from transforms.rollout_cache.store import VERDICTS, load, write_part
 from verifiers import SandboxConfig
 from verifiers.retry import RetryOutcome
 
@@ -36,7 +36,7 @@ class _Loaded:
     """The verdict entries of one cache directory (weakly referenceable for ``Shared``)."""
 
     def __init__(self, root: str) -> None:
-        self.entries, self.corrupt = store.load(root, store.VERDICTS)
+        self.entries, self.corrupt = load(root, VERDICTS)
         self.lock = threading.Lock()
 
     def report_corrupt(self) -> None:
@@ -105,7 +105,7 @@ class VerdictCache:
         with self.lock:
             pending, self.pending = self.pending, {}
         try:
-            store.write_part(self.root, store.VERDICTS, pending)
+            write_part(self.root, VERDICTS, pending)
         except Exception as exc:  # the run goes on; these verdicts are computed again next time
             count("cache.write_errors")
             log.warning("rollout cache: could not store %d verdicts: %s", len(pending), exc)
