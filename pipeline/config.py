@@ -62,5 +62,6 @@ class CurateConfig:
             data["sandbox"].pop(where, None)
         for key in ("cache_dir", "max_concurrency", "api_key_env"):  # how, not what
             data["sampler"].pop(key, None)
+        data["dedup"].pop("index_lookup", None)  # how the index is met, not what it holds
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

@@ -43,6 +43,7 @@ DASHED: list[tuple[str, str | None]] = [
     ("--top-p", "0.5"),
     ("--rollout-cache", "cache-dir"),
     ("--no-cache", None),
+    ("--dedup-index-lookup", "shuffle"),
 ]
 
 
