@@ -32,6 +32,7 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     if cfg.strength.enabled:
         measured = strong | "TestStrength" >> TestStrength(cfg.strength, cfg.sandbox, run_id)
         strong, strength_rejected = measured["ok"], [measured[REJECTED]]
+    cache = cfg.cache_dir()
     sampler_rejected = []
     if cfg.episodes.turns > 1:
         verified = strong | "Episodes" >> Episodes(
@@ -42,10 +43,10 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
             cfg.sampler, cfg.adaptive, cfg.sandbox, run_id, cfg.band, cfg.gates.retry
         )
     else:
-        sampled = strong | "Rollouts" >> Rollouts(cfg.sampler, run_id)
+        sampled = strong | "Rollouts" >> Rollouts(cfg.sampler, run_id, cache)
         sampler_rejected = [sampled[REJECTED]]
         verified = sampled["ok"] | "Verify" >> Verify(
-            cfg.sandbox, run_id, cfg.band, cfg.gates.retry
+            cfg.sandbox, run_id, cfg.band, cfg.gates.retry, cache
         )
     scored, ambiguity_rejected = verified["ok"], []
     if cfg.ambiguity.enabled:

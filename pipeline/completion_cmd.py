@@ -17,7 +17,7 @@ SHELLS = ("bash", "zsh", "fish")
 FILE_DESTS = frozenset(
     {"input", "paths", "task", "solution", "solutions", "replay", "benchmark", "sql_file"}
 )
-DIR_DESTS = frozenset({"output", "index", "dedup_index", "model", "out_dir"})
+DIR_DESTS = frozenset({"output", "index", "dedup_index", "model", "out_dir", "rollout_cache"})
 
 _EPILOG = """\
 install:

@@ -13,6 +13,7 @@ from transforms.decontaminate import DecontamConfig
 from transforms.dedup import DedupConfig
 from transforms.episodes import EpisodeConfig
 from transforms.gates import GatesConfig
+from transforms.rollout_cache import CacheConfig
 from transforms.samplers import SamplerConfig
 from transforms.stats import BandConfig
 from verifiers import SandboxConfig
@@ -42,6 +43,8 @@ class CurateConfig:
     beam_args: tuple[str, ...] = ()
     expectations: bool = False
     """Run the data-quality suites before publishing (pipeline.expectations)."""
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    """The rollout cache (transforms.rollout_cache): reused completions and verdicts."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -61,13 +64,17 @@ class CurateConfig:
             )
         self.episodes.check_not_adaptive(True)
 
+    def cache_dir(self) -> str | None:
+        """The rollout cache directory of this run (None with the cache off)."""
+        return self.cache.directory(self.output)
+
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def fingerprint(self) -> str:
         """Stable hash of what shapes the results (not where they go or how Beam runs)."""
         data = self.as_dict()
-        for key in ("output", "overwrite", "runner", "beam_args", "expectations"):
+        for key in ("output", "overwrite", "runner", "beam_args", "expectations", "cache"):
             data.pop(key)
         for where in ("urls", "token_env", "priority"):  # where the sandbox service runs
             data["sandbox"].pop(where, None)
@@ -79,5 +86,6 @@ class CurateConfig:
             data.pop("adaptive")
         if data["sampler"].get("first_sample") == 0:
             data["sampler"].pop("first_sample")
+        data["dedup"].pop("index_lookup", None)  # how the index is met, not what it holds
         blob = json.dumps(data, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

@@ -3,11 +3,13 @@
 ``benchmarks build`` writes one ``NAME.parquet`` per benchmark (texts, shingle hashes,
 settings in the file metadata); pass the file or the directory as
 ``--benchmark`` later. ``dedup-index add`` appends tasks (candidate files or a curated run's
-``tasks/`` shards) to a near-dedup index that ``curate --dedup-index DIR`` checks against.
+``tasks/`` shards) to a near-dedup index that ``curate --dedup-index DIR`` checks against;
+``dedup-index compact`` merges its parts into one (``transforms.neardup_compact``).
 
 With ``--format json`` each prints one JSON object on stdout: ``benchmarks build``
 ``{"output", "benchmarks": [{"benchmark", "items", "path"}]}``, ``dedup-index add``
-``{"index", "added", "part"}``. Exit status 0 done, 2 usage or input error. The top level
+``{"index", "added", "part"}``, ``dedup-index compact`` ``{"index", "merged", "rows",
+"part"}``. Exit status 0 done, 2 usage or input error. The top level
 imports the standard library only; the indexes come in when a command runs.
 """
 
@@ -46,6 +48,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--index", required=True, help="index directory (created if new)")
     add_dedup_flags(a)
     add_format_flag(a, "what was added, on stdout: a line (text) or one JSON object (json)")
+    c = dsub.add_parser(
+        "compact",
+        help="merge the index's part files into one (curate and add do it past 32 parts)",
+    )
+    c.add_argument("--index", required=True, help="index directory")
+    c.add_argument(
+        "--min-parts",
+        type=int,
+        default=2,
+        help="compact only when the index has at least this many parts (default 2)",
+    )
+    add_format_flag(c, "what was merged, on stdout: a line (text) or one JSON object (json)")
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -91,6 +105,7 @@ def run_index_add(args: argparse.Namespace) -> int:
 
     from transforms.minhash import MinHasher
     from transforms.neardup import write_index_part
+    from transforms.neardup_compact import maybe_compact
     from transforms.sources import InputError, expand_inputs, iter_source_records
 
     try:
@@ -116,6 +131,7 @@ def run_index_add(args: argparse.Namespace) -> int:
             MinHasher(cfg.num_perm, cfg.seed),
             cfg.shingle(),
         )
+        maybe_compact(args.index)
     except (InputError, ValueError, OSError) as exc:
         print(f"tasksieve dedup-index add: error: {exc}", file=sys.stderr)
         return 2
@@ -126,8 +142,29 @@ def run_index_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_index_compact(args: argparse.Namespace) -> int:
+    """Merge the parts of the dedup index into one."""
+    from transforms.neardup_compact import compact_index
+
+    try:
+        merged, rows, part = compact_index(args.index, args.min_parts)
+    except (ValueError, OSError) as exc:
+        print(f"tasksieve dedup-index compact: error: {exc}", file=sys.stderr)
+        return 2
+    name = part.rsplit("/", 1)[-1]
+    if args.format == "json":
+        print(json.dumps({"index": args.index, "merged": merged, "rows": rows, "part": name}))
+    elif merged:
+        print(f"{merged} parts of {args.index} merged into {name} ({rows} tasks)")
+    else:
+        print(f"{args.index}: fewer than {max(2, args.min_parts)} parts, nothing to do")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Dispatch ``benchmarks`` and ``dedup-index`` actions."""
     if args.command == "benchmarks":
         return run_build(args)
+    if args.index_command == "compact":
+        return run_index_compact(args)
     return run_index_add(args)

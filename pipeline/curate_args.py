@@ -61,6 +61,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--rollout-cache",
+        metavar="DIR",
+        help="where completions and verdicts are cached by content, so a re-run reuses them "
+        "(default: OUTPUT.rollout-cache beside the output; any Beam filesystem path)",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="sample and verify everything afresh; read and write no rollout cache",
+    )
     add_server_flags(p)
     add_vllm_flags(p)
     add_adaptive_flags(p)

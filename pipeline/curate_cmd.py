@@ -25,6 +25,7 @@ from pipeline.vllm_flags import check_vllm_args, vllm_fields
 from schemas import Manifest
 from transforms.decontaminate import DecontamConfig
 from transforms.gates import GatesConfig
+from transforms.rollout_cache import CacheConfig
 from transforms.samplers import SamplerConfig
 from transforms.samplers.vllm_args import VLLMServerError
 from transforms.stats import BandConfig
@@ -115,6 +116,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
         runner=args.runner,
         beam_args=tuple(beam_args),
         expectations=args.expectations,
+        cache=CacheConfig(path=args.rollout_cache, enabled=not args.no_cache),
     )
 
 

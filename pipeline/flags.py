@@ -40,6 +40,13 @@ def add_dedup_flags(p: argparse.ArgumentParser) -> None:
     """Near-dedup flags (shared by curate and dedup-index add, whose settings must agree)."""
     p.add_argument("--near-threshold", type=float, default=0.8)
     p.add_argument("--dedup-index", help="near-dedup index of earlier runs (directory)")
+    p.add_argument(
+        "--dedup-index-lookup",
+        choices=["worker", "shuffle"],
+        default="worker",
+        help="how candidates meet the index: each worker loads it (default) or the index "
+        "joins the shuffle (for an index larger than a worker's memory)",
+    )
     p.add_argument("--shingle", default="word", choices=["word", "code", "char"])
     p.add_argument("--shingle-size", type=int, default=3)
     p.add_argument("--num-perm", type=int, default=128, help="MinHash permutations")
@@ -63,4 +70,5 @@ def dedup_config(args: argparse.Namespace) -> DedupConfig:
         strip_docstrings=args.strip_docstrings,
         canonical_identifiers=args.canonical_ids,
         index_path=args.dedup_index,
+        index_lookup=args.dedup_index_lookup,
     )

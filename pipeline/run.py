@@ -167,6 +167,7 @@ def add_to_dedup_index(cfg: CurateConfig, root: Path, run_id: str) -> int:
     """Append this run's kept tasks to the near-dedup index, so later runs reject their copies."""
     from transforms.minhash import MinHasher
     from transforms.neardup import write_index_part
+    from transforms.neardup_compact import maybe_compact
 
     ids: list[str] = []
     texts: list[str] = []
@@ -186,7 +187,18 @@ def add_to_dedup_index(cfg: CurateConfig, root: Path, run_id: str) -> int:
         cfg.dedup.shingle(),
     )
     log.info("added %d kept tasks to the dedup index %s", len(ids), cfg.dedup.index_path)
+    maybe_compact(cfg.dedup.index_path)
     return len(ids)
+
+
+def compact_rollout_cache(cfg: CurateConfig) -> None:
+    """Merge the rollout cache's part files once there are many (transforms.rollout_cache)."""
+    from transforms.rollout_cache import compact_all
+
+    root = cfg.cache_dir()
+    if root is not None:
+        log.info("rollout cache: %s", root)
+        compact_all(root, cfg.cache.compact_after)
 
 
 def pipeline_options(cfg: CurateConfig) -> PipelineOptions:
@@ -208,6 +220,7 @@ def curate(cfg: CurateConfig) -> CurateResult:
         sandbox = cfg.sandbox.make()
         sandbox_info = dict(sandbox.describe())
         sandbox.close()
+        compact_rollout_cache(cfg)
         p = beam.Pipeline(options=pipeline_options(cfg))
         build(p, cfg, str(staging), run_id)
         log.info("run %s: pipeline built; running on %s", run_id, cfg.runner)

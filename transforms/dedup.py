@@ -3,8 +3,11 @@
 ExactDedup lives in ``transforms.exact_dedup`` (re-exported here).
 
 NearDedup is distributed; no step holds all documents on one worker:
-  1. ``SignFn`` (batched): shingle hashes and MinHash signature per task; index entries
-     (``DedupConfig.index_path``) are read from Parquet parts in parallel.
+  1. ``SignFn`` (batched): shingle hashes and MinHash signature per task. Against an index
+     (``DedupConfig.index_path``) each candidate is looked up in the index loaded once per
+     worker (``transforms.neardup_lookup``), which yields confirmed (entry, candidate) edges
+     for step 4; with ``index_lookup="shuffle"`` the index entries are read from their
+     Parquet parts in parallel and go through steps 2 and 3 with the candidates instead.
   2. band keys ``(band, hash of the band's rows)`` -> GroupByKey -> candidate pairs
      (all pairs of a bucket of up to ``max_bucket`` members; a larger bucket yields a star to
      its smallest member plus a chain, so it stays connected at linear cost) -> Distinct.
@@ -44,6 +47,7 @@ from transforms.exact_dedup import ExactDedup, prompt_key
 from transforms.items import Item, rejection
 from transforms.minhash import EMPTY, Banding, MinHasher, band_keys, choose_banding, explain
 from transforms.neardup import check_index, index_files, index_settings, read_index_part
+from transforms.neardup_lookup import lookup_edges
 from transforms.textsim import ShingleConfig, jaccard_hashes, shingle_hashes
 
 __all__ = ["DedupConfig", "ExactDedup", "NearDedup", "prompt_key"]
@@ -68,6 +72,10 @@ class DedupConfig:
     max_bucket: int = 100
     cc_rounds: int = 4
     index_path: str | None = None
+    index_lookup: str = "worker"
+    """How candidates meet the index: ``worker`` (each worker loads it; see
+    ``transforms.neardup_lookup``) or ``shuffle`` (index entries join the band shuffle;
+    for an index too large for a worker's memory)."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.near_threshold <= 1.0:
@@ -80,6 +88,10 @@ class DedupConfig:
             raise ValueError(f"need max_bucket >= 2, got {self.max_bucket}")
         if not 0 <= self.cc_rounds <= 32:
             raise ValueError(f"need 0 <= cc_rounds <= 32, got {self.cc_rounds}")
+        if self.index_lookup not in ("worker", "shuffle"):
+            raise ValueError(
+                f"index_lookup must be 'worker' or 'shuffle', got {self.index_lookup!r}"
+            )
         self.shingle()
 
     def shingle(self) -> ShingleConfig:
@@ -332,7 +344,13 @@ class NearDedup(beam.PTransform):
             | "SignAlone" >> Attempt(beam.ParDo(SignFn(cfg)), "near_dedup")
         )
         docs = (signed["ok"], alone["ok"]) | "Signed" >> beam.Flatten()
-        if cfg.index_path:
+        index_edges = None
+        if cfg.index_path and cfg.index_lookup == "worker":
+            check_index(cfg.index_path, cfg.index_settings())
+            index_edges = lookup_edges(
+                docs, cfg.banding(), cfg.near_threshold, index_files(cfg.index_path)
+            )
+        elif cfg.index_path:
             check_index(cfg.index_path, cfg.index_settings())
             index = (
                 items.pipeline
@@ -365,6 +383,8 @@ class NearDedup(beam.PTransform):
             edges[DEAD] | "ConfirmFailed" >> beam.FlatMap(failed_keys),
         ) | "Failed" >> beam.Flatten()
         edges = edges["ok"]
+        if index_edges is not None:
+            edges = (edges, index_edges) | "WithIndexEdges" >> beam.Flatten()
         labels = (
             edges
             | "Pairs2" >> beam.Map(lambda e: (e[0], e[1]))

@@ -16,6 +16,9 @@ the infra verdict) and the task is scored on the rest, unless those cannot settl
 A sampler that raises fails only the tasks it raised on (``transforms.sampler_guard``): they
 are rejected as ``rollouts.sampler_error`` with the exception. Any other step that raises on
 a task rejects it as ``rollouts.error`` or ``verify.error`` (``transforms.deadletter``).
+
+With a rollout cache directory (``transforms.rollout_cache``) the sampler is wrapped so
+cached completions are served without sampling, and cached verdicts without verifying.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from transforms.common import count, rejected
 from transforms.deadletter import DEAD, Attempt, Guarded
 from transforms.gates import count_retry
 from transforms.items import Item, Scored, rejection
+from transforms.rollout_cache.sampler import wrap_handler
+from transforms.rollout_cache.verdicts import VerdictCache
 from transforms.sampler_guard import Isolating, failed_samples
 from transforms.samplers import (
     SamplerConfig,
@@ -46,7 +51,7 @@ from transforms.stats import BandConfig
 from transforms.worker_sandbox import SharedSandbox, WorkerSandbox
 from verifiers import Sandbox, SandboxConfig, UnsupportedFamily
 from verifiers.registry import VerifierCache
-from verifiers.retry import RetryPolicy, verify_with_retry
+from verifiers.retry import RetryOutcome, RetryPolicy, verify_with_retry
 from verifiers.rewards import Reward, reward
 
 log = logging.getLogger("tasksieve.rollouts")
@@ -68,10 +73,11 @@ class Rollouts(beam.PTransform):
     ``rollouts.error``.
     """
 
-    def __init__(self, cfg: SamplerConfig, run_id: str) -> None:
+    def __init__(self, cfg: SamplerConfig, run_id: str, cache_dir: str | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         self.run_id = run_id
+        self.cache_dir = cache_dir  # the rollout cache (transforms.rollout_cache); None: off
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         cfg = self.cfg
@@ -80,7 +86,7 @@ class Rollouts(beam.PTransform):
             beam.Map(lambda it: (it.id, sample_request(it))), "rollouts"
         )
         handler: KeyedModelHandler[str, SampleRequest, Samples, Any] = KeyedModelHandler(
-            Isolating(make_model_handler(cfg), cfg)
+            Isolating(wrap_handler(make_model_handler(cfg), cfg, self.cache_dir), cfg)
         )
         sampled, failed = requests["ok"] | "Sample" >> (
             RunInference(handler).with_exception_handling()
@@ -141,6 +147,7 @@ class VerifyFn(beam.DoFn):
         run_id: str,
         band: BandConfig | None = None,
         retry: RetryPolicy | None = None,
+        cache_dir: str | None = None,
     ) -> None:
         self.sandbox_cfg = sandbox
         self.run_id = run_id
@@ -148,6 +155,7 @@ class VerifyFn(beam.DoFn):
         self.retry = retry or RetryPolicy()
         self.shared = SharedSandbox(sandbox, run_id)  # one sandbox and pool per process
         self.res: WorkerSandbox | None = None
+        self.cache = VerdictCache(cache_dir, sandbox) if cache_dir else None
         self.sandbox: Sandbox | None = None
         self.verifiers: VerifierCache | None = None
         self.pool: ThreadPoolExecutor | None = None
@@ -159,6 +167,12 @@ class VerifyFn(beam.DoFn):
             self.res.verifiers,
             self.res.pool,
         )
+        if self.cache is not None:
+            self.cache.setup()
+
+    def finish_bundle(self) -> None:
+        if self.cache is not None:
+            self.cache.flush()  # this bundle's verdicts, before the next can crash
 
     def teardown(self) -> None:
         if self.res is not None:
@@ -217,11 +231,15 @@ class VerifyFn(beam.DoFn):
             verifier.calibrate(task, item.reference_s)
         entry = sample_request(item).entry_point
         solutions = [extract_solution(c, task.family, entry) for c in samples.completions]
-        tries = list(
-            self.pool.map(
-                lambda s: verify_with_retry(lambda: verifier.verify(task, s), self.retry), solutions
-            )
-        )
+
+        def run(sols: list[str]) -> list[RetryOutcome]:
+            def one(sol: str) -> RetryOutcome:
+                return verify_with_retry(lambda: verifier.verify(task, sol), self.retry)
+
+            assert self.pool is not None
+            return list(self.pool.map(one, sols))
+
+        tries = run(solutions) if self.cache is None else self.cache.verify(task, solutions, run)
         verdicts: list[Verdict] = [t.verdict for t in tries]
         for t in tries:
             count_retry("verify", t)
@@ -295,13 +313,15 @@ class Verify(beam.PTransform):
         run_id: str,
         band: BandConfig | None = None,
         retry: RetryPolicy | None = None,
+        cache_dir: str | None = None,
     ) -> None:
         super().__init__()
         self.sandbox = sandbox
         self.run_id = run_id
         self.band = band
         self.retry = retry
+        self.cache_dir = cache_dir
 
     def expand(self, pairs: beam.PCollection) -> dict[str, beam.PCollection]:
-        fn = VerifyFn(self.sandbox, self.run_id, self.band, self.retry)
+        fn = VerifyFn(self.sandbox, self.run_id, self.band, self.retry, self.cache_dir)
         return pairs | "Run" >> Guarded(beam.ParDo(fn), "verify", self.run_id, tags=[ROLLOUTS])

@@ -49,6 +49,9 @@ DASHED: list[tuple[str, str | None]] = [
     ("--adaptive-confidence", "0.9"),
     ("--adaptive-streak", "8"),
     ("--band-turn", "2"),
+    ("--rollout-cache", "cache-dir"),
+    ("--no-cache", None),
+    ("--dedup-index-lookup", "shuffle"),
 ]
 
 
