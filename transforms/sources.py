@@ -13,6 +13,11 @@ UTF-8 are the exception, shown as ``\\xNN`` escapes. Problems with the file as a
 (missing, unreadable, corrupt Parquet/Arrow/gzip, a JSON array that is never closed) raise
 ``InputError`` with a message that names the path.
 
+Paths may be remote (``gs://``, ``s3://``, ... through Beam's FileSystems, see
+``transforms.fsio``): a remote directory is a key prefix walked like a local one, and a glob
+is matched by FileSystems. Remote ``*.arrow`` files are read into memory whole (Arrow IPC
+needs random access), the other formats stream as they do locally.
+
 Not guarded against: a single record (line or array element) is held in memory whole, so a
 multi-gigabyte line costs that much; JSON strings may decode to lone surrogates
 (``"\\udc80"``), which are passed through. In Parquet/Arrow input a null struct field means
@@ -35,6 +40,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from schemas.validation import JSON_TYPES
+from transforms import fsio
 
 _CHUNK = 1 << 16
 _BATCH_ROWS = 1024
@@ -69,6 +75,8 @@ class SourceRecord:
     data: dict[str, Any] | None
     error: str | None
     raw: str
+    whole_file: bool = False
+    """The error is about the file as a whole (it could not be read on from ``line``)."""
 
 
 # ---------------------------------------------------------------- finding inputs
@@ -87,11 +95,11 @@ def _is_dataset_dir(path: Path) -> bool:
 def input_format(path: str) -> str:
     """Return "jsonl", "json", "parquet" or "arrow-dataset" for a path, or raise InputError."""
     p = Path(path)
-    if p.is_dir():
+    if not fsio.is_remote(path) and p.is_dir():
         if _is_dataset_dir(p):
             return "arrow-dataset"
         raise InputError(f"{path}: directory is not a saved datasets dataset")
-    fmt = _name_format(p.name)
+    fmt = _name_format(fsio.basename(path))
     if fmt is None:
         raise InputError(f"{path}: unsupported format (expected {_SUPPORTED})")
     return fmt
@@ -120,7 +128,43 @@ def _walk(root: Path) -> list[str]:
     return found
 
 
+def _hidden_below(path: str, root: str) -> bool:
+    return any(part.startswith(".") for part in fsio.relative(path, root).split("/"))
+
+
+def _walk_remote(root: str) -> list[str]:
+    """Supported files below a remote prefix, as :func:`_walk` finds them locally."""
+    files = [f for f in fsio.list_files(root) if not _hidden_below(f, root)]
+    names = {fsio.relative(f, root) for f in files}
+    if any(m in names for m in _DATASET_MARKERS):
+        arrow = [f for f in files if "/" not in fsio.relative(f, root) and f.endswith(".arrow")]
+        if arrow:
+            return arrow
+    return [f for f in files if _walked(fsio.basename(f))]
+
+
+def _expand_remote(pattern: str) -> list[str]:
+    if fsio.has_magic(pattern):
+        matches = fsio.match(pattern)
+        if not matches:
+            raise InputError(f"{pattern}: matches no files")
+        found = [m for m in matches if _name_format(fsio.basename(m)) is not None]
+        if not found:
+            raise InputError(f"{pattern}: matches no supported input files ({_SUPPORTED})")
+        return found
+    if _name_format(fsio.basename(pattern)) is not None and fsio.is_file(pattern):
+        return [pattern]
+    found = _walk_remote(pattern)
+    if found:
+        return found
+    if fsio.list_files(pattern):
+        raise InputError(f"{pattern}: directory holds no supported input files ({_SUPPORTED})")
+    raise InputError(f"{pattern}: no such file or directory")
+
+
 def _expand_one(pattern: str) -> list[str]:
+    if fsio.is_remote(pattern):
+        return _expand_remote(pattern)
     if glob.has_magic(pattern):
         matches = sorted(glob.glob(pattern, recursive=True))
         if not matches:
@@ -158,7 +202,7 @@ def expand_inputs(patterns: Sequence[str]) -> list[str]:
         raise InputError("no input paths given")
     out: set[str] = set()
     for pattern in patterns:
-        out.update(os.path.normpath(f) for f in _expand_one(pattern))
+        out.update(f if fsio.is_remote(f) else os.path.normpath(f) for f in _expand_one(pattern))
     return sorted(out)
 
 
@@ -181,8 +225,27 @@ def _failed(path: str, line: int, error: str, raw: str) -> SourceRecord:
     return SourceRecord(path, line, None, error, raw)
 
 
+class _Gunzip(gzip.GzipFile):
+    """A GzipFile that also closes the stream it reads from."""
+
+    def __init__(self, inner: IO[bytes]) -> None:
+        super().__init__(fileobj=inner, mode="rb")
+        self.inner = inner
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.inner.close()
+
+
 def _open_bytes(path: str) -> IO[bytes]:
     """Open a file for binary reading, transparently gunzipping when it starts gzip-magic."""
+    if fsio.is_remote(path):
+        f = fsio.open_read(path)
+        magic = f.read(2)
+        f.seek(0)
+        return _Gunzip(f) if magic == _GZIP_MAGIC else f  # type: ignore[return-value]
     with open(path, "rb") as probe:
         magic = probe.read(2)
     if magic == _GZIP_MAGIC:
@@ -432,7 +495,7 @@ def _iter_parquet(path: str) -> Iterator[SourceRecord]:
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(fsio.open_read(path) if fsio.is_remote(path) else path)
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None
     row = 0
@@ -450,7 +513,8 @@ def _iter_arrow(path: str) -> Iterator[SourceRecord]:
 
     row = 0
     try:
-        with pa.memory_map(path) as src:
+        opened = pa.BufferReader(fsio.read_bytes(path)) if fsio.is_remote(path) else None
+        with opened or pa.memory_map(path) as src:
             try:
                 batches: Any = pa.ipc.open_stream(src)
             except pa.ArrowInvalid:
@@ -467,7 +531,7 @@ def _iter_arrow(path: str) -> Iterator[SourceRecord]:
 
 def _iter_dataset(path: str) -> Iterator[SourceRecord]:
     p = Path(path)
-    if not p.is_dir():
+    if fsio.is_remote(path) or not p.is_dir():
         yield from _iter_arrow(path)
         return
     for file in _dataset_files(p):
