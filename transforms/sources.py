@@ -14,8 +14,8 @@ UTF-8 are the exception, shown as ``\\xNN`` escapes. Problems with the file as a
 ``InputError`` with a message that names the path.
 
 Paths may be remote (``gs://``, ``s3://``, ... through Beam's FileSystems, see
-``transforms.fsio``): a remote directory is a key prefix walked like a local one, and a glob
-is matched by FileSystems. Remote ``*.arrow`` files are read into memory whole (Arrow IPC
+``transforms.fsio``); finding the files of a directory, prefix or glob is in
+``transforms.source_files`` (re-exported here). Remote ``*.arrow`` files are read into memory whole (Arrow IPC
 needs random access), the other formats stream as they do locally.
 
 Not guarded against: a single record (line or array element) is held in memory whole, so a
@@ -28,42 +28,32 @@ dropped before validation.
 from __future__ import annotations
 
 import codecs
-import glob
 import gzip
 import json
-import os
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from schemas.validation import JSON_TYPES
 from transforms import fsio
+from transforms.source_files import InputError, dataset_files, expand_inputs, input_format
+
+__all__ = [
+    "InputError",
+    "SourceRecord",
+    "expand_inputs",
+    "input_format",
+    "iter_source_records",
+    "json_type_name",
+]
 
 _CHUNK = 1 << 16
 _BATCH_ROWS = 1024
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = "\ufeff"
-_DATASET_MARKERS = ("dataset_info.json", "state.json")
-_SUFFIXES: tuple[tuple[str, str], ...] = (
-    (".jsonl.gz", "jsonl"),
-    (".ndjson.gz", "jsonl"),
-    (".json.gz", "json"),
-    (".jsonl", "jsonl"),
-    (".ndjson", "jsonl"),
-    (".json", "json"),
-    (".gz", "jsonl"),
-    (".parquet", "parquet"),
-    (".arrow", "arrow-dataset"),
-)
-_WALKED = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz", ".parquet")
-_SUPPORTED = "*.jsonl[.gz], *.ndjson[.gz], *.json[.gz], *.parquet, *.arrow or a datasets dir"
-
-
-class InputError(Exception):
-    """A user mistake with the input: missing path, unreadable file, unsupported format."""
 
 
 @dataclass(frozen=True)
@@ -77,133 +67,6 @@ class SourceRecord:
     raw: str
     whole_file: bool = False
     """The error is about the file as a whole (it could not be read on from ``line``)."""
-
-
-# ---------------------------------------------------------------- finding inputs
-def _name_format(name: str) -> str | None:
-    lower = name.lower()
-    for suffix, fmt in _SUFFIXES:
-        if lower.endswith(suffix):
-            return fmt
-    return None
-
-
-def _is_dataset_dir(path: Path) -> bool:
-    return any((path / m).is_file() for m in _DATASET_MARKERS) and any(path.glob("*.arrow"))
-
-
-def input_format(path: str) -> str:
-    """Return "jsonl", "json", "parquet" or "arrow-dataset" for a path, or raise InputError."""
-    p = Path(path)
-    if not fsio.is_remote(path) and p.is_dir():
-        if _is_dataset_dir(p):
-            return "arrow-dataset"
-        raise InputError(f"{path}: directory is not a saved datasets dataset")
-    fmt = _name_format(fsio.basename(path))
-    if fmt is None:
-        raise InputError(f"{path}: unsupported format (expected {_SUPPORTED})")
-    return fmt
-
-
-def _dataset_files(path: Path) -> list[str]:
-    return sorted(str(f) for f in path.glob("*.arrow") if f.is_file())
-
-
-def _walked(name: str) -> bool:
-    return name != "dataset_dict.json" and name.lower().endswith(_WALKED)
-
-
-def _walk(root: Path) -> list[str]:
-    """Supported files under a directory; hidden entries and dataset metadata are skipped."""
-    if _is_dataset_dir(root):
-        return _dataset_files(root)
-    found: list[str] = []
-    for entry in sorted(root.iterdir()):
-        if entry.name.startswith("."):
-            continue
-        if entry.is_dir():
-            found.extend(_walk(entry))
-        elif entry.is_file() and _walked(entry.name):
-            found.append(str(entry))
-    return found
-
-
-def _hidden_below(path: str, root: str) -> bool:
-    return any(part.startswith(".") for part in fsio.relative(path, root).split("/"))
-
-
-def _walk_remote(root: str) -> list[str]:
-    """Supported files below a remote prefix, as :func:`_walk` finds them locally."""
-    files = [f for f in fsio.list_files(root) if not _hidden_below(f, root)]
-    names = {fsio.relative(f, root) for f in files}
-    if any(m in names for m in _DATASET_MARKERS):
-        arrow = [f for f in files if "/" not in fsio.relative(f, root) and f.endswith(".arrow")]
-        if arrow:
-            return arrow
-    return [f for f in files if _walked(fsio.basename(f))]
-
-
-def _expand_remote(pattern: str) -> list[str]:
-    if fsio.has_magic(pattern):
-        matches = fsio.match(pattern)
-        if not matches:
-            raise InputError(f"{pattern}: matches no files")
-        found = [m for m in matches if _name_format(fsio.basename(m)) is not None]
-        if not found:
-            raise InputError(f"{pattern}: matches no supported input files ({_SUPPORTED})")
-        return found
-    if _name_format(fsio.basename(pattern)) is not None and fsio.is_file(pattern):
-        return [pattern]
-    found = _walk_remote(pattern)
-    if found:
-        return found
-    if fsio.list_files(pattern):
-        raise InputError(f"{pattern}: directory holds no supported input files ({_SUPPORTED})")
-    raise InputError(f"{pattern}: no such file or directory")
-
-
-def _expand_one(pattern: str) -> list[str]:
-    if fsio.is_remote(pattern):
-        return _expand_remote(pattern)
-    if glob.has_magic(pattern):
-        matches = sorted(glob.glob(pattern, recursive=True))
-        if not matches:
-            raise InputError(f"{pattern}: matches no files")
-        found: list[str] = []
-        for m in matches:
-            mp = Path(m)
-            if mp.is_dir():
-                found.extend(_walk(mp))
-            elif mp.is_file() and _name_format(mp.name) is not None:
-                found.append(m)
-        if not found:
-            raise InputError(f"{pattern}: matches no supported input files ({_SUPPORTED})")
-        return found
-    p = Path(pattern)
-    if not p.exists():
-        raise InputError(f"{pattern}: no such file or directory")
-    if p.is_dir():
-        found = _walk(p)
-        if not found:
-            raise InputError(f"{pattern}: directory holds no supported input files ({_SUPPORTED})")
-        return found
-    input_format(pattern)
-    return [pattern]
-
-
-def expand_inputs(patterns: Sequence[str]) -> list[str]:
-    """Expand files, directories (recursively) and globs (``**`` too) to a sorted file list.
-
-    A saved ``datasets`` directory expands to its ``*.arrow`` files. Files a glob or directory
-    matches but that have no supported suffix are skipped; a file named explicitly must have
-    one. Raises InputError when a pattern matches nothing or a path is missing.
-    """
-    if not patterns:
-        raise InputError("no input paths given")
-    out: set[str] = set()
-    for pattern in patterns:
-        out.update(f if fsio.is_remote(f) else os.path.normpath(f) for f in _expand_one(pattern))
-    return sorted(out)
 
 
 # ---------------------------------------------------------------- record helpers
@@ -534,7 +397,7 @@ def _iter_dataset(path: str) -> Iterator[SourceRecord]:
     if fsio.is_remote(path) or not p.is_dir():
         yield from _iter_arrow(path)
         return
-    for file in _dataset_files(p):
+    for file in dataset_files(p):
         yield from _iter_arrow(file)
 
 
