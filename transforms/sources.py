@@ -15,8 +15,8 @@ UTF-8 are the exception, shown as ``\\xNN`` escapes. Problems with the file as a
 
 Paths may be remote (``gs://``, ``s3://``, ... through Beam's FileSystems, see
 ``transforms.fsio``); finding the files of a directory, prefix or glob is in
-``transforms.source_files`` (re-exported here). Remote ``*.arrow`` files are read into memory whole (Arrow IPC
-needs random access), the other formats stream as they do locally.
+``transforms.source_files`` (re-exported here). Remote ``*.arrow`` files are read into
+memory whole (Arrow IPC needs random access); the other formats stream as they do locally.
 
 Not guarded against: a single record (line or array element) is held in memory whole, so a
 multi-gigabyte line costs that much; JSON strings may decode to lone surrogates
