@@ -73,6 +73,7 @@ class LocalTarget:
 
     out: Path
     run_id: str
+    published: bool = False
 
     @property
     def staging(self) -> Path:
@@ -109,6 +110,7 @@ class LocalTarget:
         if self.out.exists():
             os.rename(self.out, old)
         os.rename(self.staging, self.out)
+        self.published = True
         if old.exists():
             shutil.rmtree(old, ignore_errors=True)
         return self.out
@@ -118,8 +120,12 @@ class LocalTarget:
         shutil.rmtree(self.staging, ignore_errors=True)
 
     def keep_failed(self, exc: BaseException) -> str | None:
-        """Mark the staging directory as a failed run and return it (None when gone)."""
-        if not self.staging.is_dir():
+        """Mark the staging directory as a failed run and return it (None when gone).
+
+        A run that failed after it was published (e.g. adding to the dedup index) is whole
+        and stays published: nothing is marked.
+        """
+        if self.published or not self.staging.is_dir():
             return None
         (self.staging / FAILED).write_text(_failure_text(exc), encoding="utf-8")
         return str(self.staging)
@@ -140,6 +146,7 @@ class RemoteTarget:
 
     out: str
     run_id: str
+    published: bool = False
     _local: Path | None = field(default=None, repr=False)
     _downloaded: frozenset[str] = frozenset()
 
@@ -195,6 +202,7 @@ class RemoteTarget:
         previous = published_run(self.out)
         pointer = {"run_id": self.run_id, "run": f"{RUNS}/{self.run_id}"}
         fsio.write_text(fsio.join(self.out, POINTER), json.dumps(pointer, indent=2) + "\n")
+        self.published = True
         if previous is not None and previous.rstrip("/") != self.run_dir:
             fsio.delete_tree(previous)
         self._drop_local()
@@ -206,6 +214,8 @@ class RemoteTarget:
 
     def keep_failed(self, exc: BaseException) -> str | None:
         self._drop_local()
+        if self.published:
+            return None
         fsio.write_text(fsio.join(self.run_dir, FAILED), _failure_text(exc))
         return self.run_dir
 

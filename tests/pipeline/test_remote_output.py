@@ -227,3 +227,22 @@ def test_corrupt_inputs_end_as_one_rejection_each(
     counts = manifest["counts"]
     assert counts["input"] == counts["kept"] + counts["rejected"]
     assert manifest["stage_counters"]["ingest.unreadable_files"] == len(CORRUPT)
+
+
+# ---------------------------------------------------------------- readers
+def test_query_reads_the_published_remote_run(
+    remote: Attempts, s3: S3Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = json.loads(s3.get(f"{_published(s3)}/manifest.json"))
+    capsys.readouterr()
+    sql = "select count(*) as n from tasks"
+    assert main(["query", remote.out, sql, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"n": manifest["counts"]["kept"]}
+
+
+def test_query_of_an_unpublished_remote_output_is_a_clean_error(
+    remote: Attempts, s3: S3Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["query", s3.url("never-written"), "select 1"]) == 2
+    err = capsys.readouterr().err
+    assert "current.json" in err and "Traceback" not in err

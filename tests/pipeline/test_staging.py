@@ -114,3 +114,13 @@ def test_dedup_index_reads_and_writes_on_s3(s3: S3Server) -> None:
         write_index_part(
             path, index_settings(shingle, 32, 1), ["d"], ["run:z"], ["x"], MinHasher(32, 1), shingle
         )
+
+
+def test_a_failure_after_publishing_leaves_the_published_run_alone(s3: S3Server) -> None:
+    target = RemoteTarget(s3.url("late"), "r1")
+    _stage(target, s3)
+    target.publish()
+    assert target.keep_failed(OSError("dedup index unwritable")) is None
+    assert f"late/runs/r1/{FAILED}" not in s3.keys("late/")
+    assert RemoteTarget(s3.url("late"), "r2").clean_failed() == []
+    assert published_run(s3.url("late")) == target.run_dir
