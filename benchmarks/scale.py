@@ -75,10 +75,10 @@ def child_host(tasks: str, out: str, way: str) -> dict[str, Any]:
         got = scale_stages.host_plain(cfg, out, "bench")
         return {**got, "wall_s": time.perf_counter() - t0}
     _, result = scale_stages.host_beam(cfg, out, "bench")
-    from pipeline.run import read_counters
+    from pipeline.counters import read_counters
 
     return {
-        "records": read_counters(result).get("ingest.records", 0),
+        "records": read_counters(result).values.get("ingest.records", 0),
         "stage_s": stage_seconds(result),
         "reasons": scale_stages.beam_reasons(result),
         "wall_s": time.perf_counter() - t0,

@@ -28,7 +28,8 @@ from apache_beam import pvalue
 
 from benchmarks.dedup import expected_drops, ours
 from pipeline.config import CurateConfig
-from pipeline.run import pipeline_options, read_counters
+from pipeline.counters import read_counters
+from pipeline.run import pipeline_options
 from schemas.arrow import REJECTED_SCHEMA
 from schemas.validation import validate_record
 from transforms.common import REJECTED
@@ -79,7 +80,7 @@ def beam_reasons(result: Any) -> dict[str, int]:
     """Rejections per reason, from the run's counters."""
     return {
         k.removeprefix("rejected."): v
-        for k, v in read_counters(result).items()
+        for k, v in read_counters(result).values.items()
         if k.startswith("rejected.")
     }
 

@@ -120,11 +120,11 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
     )
 
 
-def summary_json(manifest: Manifest, output: Path) -> dict[str, object]:
+def summary_json(manifest: Manifest, output: Path | str, manifest_path: str) -> dict[str, object]:
     """The ``--format json`` summary (field names are stable; see ``tasksieve curate -h``)."""
     return {
         "output": str(output),
-        "manifest": str(output / "manifest.json"),
+        "manifest": manifest_path,
         "run_id": manifest.run_id,
         "config_fingerprint": manifest.config_fingerprint,
         "counts": manifest.counts,
@@ -137,7 +137,8 @@ def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Entry point of ``tasksieve curate``: 0 published, 2 user error, 3 internal error,
     4 data-quality expectations failed (not published)."""
     from pipeline.quality_gate import ExpectationsFailed
-    from pipeline.run import ConservationError, OutputExists, curate
+    from pipeline.run import ConservationError, curate
+    from pipeline.staging import OutputExists
     from pipeline.summary import render_summary
     from transforms.sources import InputError
     from verifiers import SandboxUnavailable
@@ -179,7 +180,7 @@ def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         console.print(f"[red]tasksieve curate: checks failed:[/red] {exc}", highlight=False)
         return 4
     if args.format == "json":
-        print(json.dumps(summary_json(result.manifest, result.output)))
+        print(json.dumps(summary_json(result.manifest, result.output, result.manifest_path)))
     else:
         render_summary(result.manifest, result.output, Console())
     return 0

@@ -212,8 +212,12 @@ def _run(args: argparse.Namespace) -> int:
     import duckdb
 
     from pipeline.catalog import CatalogError, connect, layout_of
+    from pipeline.remote_run import localize
 
-    out_dir = Path(args.out_dir)
+    try:
+        out_dir = localize(args.out_dir)  # a remote output is read from a local copy
+    except ValueError as e:
+        raise QueryError(str(e)) from None
     sql = read_sql(args, sys.stdin)
     try:
         if sql is None:

@@ -27,6 +27,7 @@ from transforms.reasons import STAGES
 from transforms.stats import histogram_bin
 
 _PREFIX_STAGE = {
+    "ingest": "ingest",
     "validate": "validate",
     "dedup.exact": "exact_dedup",
     "dedup.conflict": "exact_dedup",

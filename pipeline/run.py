@@ -1,11 +1,12 @@
 """Run a curate job: build and run the Beam pipeline in a staging dir, then publish it whole.
 
-Re-running into an existing output directory refuses unless ``overwrite`` is set; then the
-finished run replaces the old one by two renames (old aside, new in place) and the old one is
-deleted. A crashed run leaves the output directory untouched and removes its staging
-directory; a run killed outright may leave a hidden ``.NAME.staging-RUNID`` directory beside
-the output, which holds no manifest and is safe to delete. ``manifest.json`` is written last,
-so its presence marks a complete run.
+Re-running into an existing output refuses unless ``overwrite`` is set. Staging and
+publishing depend on the output's filesystem (``pipeline.staging``): a local output is staged
+beside it and renamed into place; a remote one (``gs://``, ``s3://``, ...) is written under
+``OUT/runs/RUNID/`` and published by writing ``OUT/current.json`` last. A crashed run leaves
+the published output untouched and keeps its staging, marked ``FAILED``, for inspection; the
+next successful run into the same output removes it. ``manifest.json`` is written after the
+shards, so its presence marks a complete run.
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.metadata
 import logging
-import os
 import secrets
-import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,9 @@ from pipeline.counters import (
 )
 from pipeline.quality_gate import refuse_if_failed, run_checks
 from pipeline.report import write_report
+from pipeline.staging import LocalTarget, RemoteTarget, target_for
 from schemas import Manifest
+from transforms import fsio
 from transforms.samplers import model_id
 from transforms.stats import histogram_bin
 
@@ -54,14 +55,11 @@ PACKAGES = (
 )
 
 
-class OutputExists(Exception):
-    """The output directory holds an earlier run and overwrite was not asked for."""
-
-
 @dataclass(frozen=True)
 class CurateResult:
-    output: Path
+    output: Path | str
     manifest: Manifest
+    manifest_path: str
 
 
 def new_run_id() -> str:
@@ -76,15 +74,6 @@ def package_versions() -> dict[str, str]:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             continue
-    return out
-
-
-def check_output(cfg: CurateConfig) -> Path:
-    out = Path(cfg.output).resolve()
-    if out.exists() and not out.is_dir():
-        raise OutputExists(f"{out} exists and is not a directory")
-    if out.exists() and any(out.iterdir()) and not cfg.overwrite:
-        raise OutputExists(f"{out} is not empty; pass --overwrite to replace it")
     return out
 
 
@@ -153,28 +142,23 @@ def check_no_double_counting(root: Path) -> None:
         )
 
 
-def publish(staging: Path, out: Path, run_id: str) -> None:
-    """Move the finished staging directory into place, replacing an earlier run."""
-    old = out.parent / f".{out.name}.old-{run_id}"
-    if out.exists():
-        os.rename(out, old)
-    os.rename(staging, out)
-    if old.exists():
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def add_to_dedup_index(cfg: CurateConfig, root: Path, run_id: str) -> int:
-    """Append this run's kept tasks to the near-dedup index, so later runs reject their copies."""
-    from transforms.minhash import MinHasher
-    from transforms.neardup import write_index_part
-    from transforms.neardup_compact import maybe_compact
-
+def kept_prompts(root: Path) -> tuple[list[str], list[str]]:
+    """(ids, prompts) of the kept tasks in the run at ``root``."""
     ids: list[str] = []
     texts: list[str] = []
     for f in _files(root, "tasks"):
         table = pq.read_table(f, columns=["id", "prompt"])
         ids.extend(table.column("id").to_pylist())
         texts.extend(table.column("prompt").to_pylist())
+    return ids, texts
+
+
+def add_to_dedup_index(cfg: CurateConfig, ids: list[str], texts: list[str], run_id: str) -> int:
+    """Append this run's kept tasks to the near-dedup index, so later runs reject their copies."""
+    from transforms.minhash import MinHasher
+    from transforms.neardup import write_index_part
+    from transforms.neardup_compact import maybe_compact
+
     if not ids or cfg.dedup.index_path is None:
         return 0
     write_index_part(
@@ -209,65 +193,98 @@ def pipeline_options(cfg: CurateConfig) -> PipelineOptions:
 
 
 def curate(cfg: CurateConfig) -> CurateResult:
-    """Run the whole curation job and return where it went and its manifest."""
-    out = check_output(cfg)
+    """Run the whole curation job and return where it went and its manifest.
+
+    A failure after the pipeline started keeps the staged run (marked ``FAILED``, location
+    logged) for inspection; the next successful run into the same output deletes it.
+    """
+    options = pipeline_options(cfg)
+    fsio.configure(options)  # the driver's own reads and writes use the same filesystems
     run_id = new_run_id()
     started = dt.datetime.now(dt.UTC).isoformat()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".{out.name}.staging-{run_id}"
-    staging.mkdir()
+    target = target_for(cfg.output, run_id)
+    target.check(cfg.overwrite)
+    if cfg.expectations and isinstance(target, RemoteTarget):
+        raise ValueError("--expectations needs a local --output (remote outputs: not yet)")
+    target.begin()
+    started_pipeline = False
     try:
         sandbox = cfg.sandbox.make()
         sandbox_info = dict(sandbox.describe())
         sandbox.close()
         compact_rollout_cache(cfg)
-        p = beam.Pipeline(options=pipeline_options(cfg))
-        build(p, cfg, str(staging), run_id)
+        p = beam.Pipeline(options=options)
+        build(p, cfg, target.shards_root, run_id)
         log.info("run %s: pipeline built; running on %s", run_id, cfg.runner)
+        started_pipeline = True
         result = p.run()
         result.wait_until_finish()
-        read = read_counters(result)
-        counters = read.values
-        counts, reasons, hist, outputs = summarise(staging)
-        n_in = counters.get("ingest.records", 0)
-        counts = {"input": n_in, **counts}
-        conservation = check_conservation(n_in, counts["kept"], counts["rejected"], read.committed)
-        check_no_double_counting(staging)
-        manifest = Manifest(
-            run_id=run_id,
-            created_at=started,
-            finished_at=dt.datetime.now(dt.UTC).isoformat(),
-            config=cfg.as_dict(),
-            config_fingerprint=cfg.fingerprint(),
-            packages=package_versions(),
-            model_id=model_id(cfg.sampler),
-            sampler=cfg.sampler.backend,
-            sandbox={
-                **sandbox_info,
-                "workers": cfg.sandbox.workers,
-                "used_by_workers": read_sandboxes(result),
-            },
-            inputs=list(cfg.inputs),
-            counts=counts,
-            rejected_by_reason=reasons,
-            stage_counters=counters,
-            pass_rate_histogram=hist,
-            outputs={**outputs, "catalog": [CATALOG_FILE]},
-            runner={"runner": cfg.runner, "counters": read.kind, "conservation": conservation},
-        )
-        if cfg.dedup.index_path:
-            manifest.counts["indexed"] = counts["kept"]
-        (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
-        # checks.json first (the report shows it), then the catalog and the report, then the gate
-        checked = run_checks(staging) if cfg.expectations else None
-        write_catalog(staging)  # DuckDB views over this run; needs manifest.json
-        write_report(staging)
-        if checked is not None:
-            refuse_if_failed(checked, staging, out, run_id)
-        publish(staging, out, run_id)
-        if cfg.dedup.index_path:  # only a published run feeds the index
-            add_to_dedup_index(cfg, out, run_id)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return CurateResult(out, manifest)
+        manifest = _finish(cfg, target, run_id, started, result, sandbox_info)
+    except BaseException as exc:
+        if not started_pipeline:
+            target.discard()
+        else:
+            kept = target.keep_failed(exc)
+            if kept is not None:
+                log.error("run %s failed; its staging is kept for inspection in %s", run_id, kept)
+        raise
+    for gone in target.clean_failed():
+        log.info("removed the staging of an earlier failed run: %s", gone)
+    return CurateResult(target.out, manifest, fsio.join(target.location, "manifest.json"))
+
+
+def _finish(
+    cfg: CurateConfig,
+    target: LocalTarget | RemoteTarget,
+    run_id: str,
+    started: str,
+    result: Any,
+    sandbox_info: dict[str, Any],
+) -> Manifest:
+    """Check conservation, write manifest, checks, catalog and report, publish, index."""
+    staging = target.local_dir()
+    read = read_counters(result)
+    counters = read.values
+    counts, reasons, hist, outputs = summarise(staging)
+    n_in = counters.get("ingest.records", 0)
+    counts = {"input": n_in, **counts}
+    conservation = check_conservation(n_in, counts["kept"], counts["rejected"], read.committed)
+    check_no_double_counting(staging)
+    manifest = Manifest(
+        run_id=run_id,
+        created_at=started,
+        finished_at=dt.datetime.now(dt.UTC).isoformat(),
+        config=cfg.as_dict(),
+        config_fingerprint=cfg.fingerprint(),
+        packages=package_versions(),
+        model_id=model_id(cfg.sampler),
+        sampler=cfg.sampler.backend,
+        sandbox={
+            **sandbox_info,
+            "workers": cfg.sandbox.workers,
+            "used_by_workers": read_sandboxes(result),
+        },
+        inputs=list(cfg.inputs),
+        counts=counts,
+        rejected_by_reason=reasons,
+        stage_counters=counters,
+        pass_rate_histogram=hist,
+        outputs={**outputs, "catalog": [CATALOG_FILE]},
+        runner={"runner": cfg.runner, "counters": read.kind, "conservation": conservation},
+    )
+    if cfg.dedup.index_path:
+        manifest.counts["indexed"] = counts["kept"]
+    (staging / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
+    # checks.json first (the report shows it), then the catalog and the report, then the gate
+    checked = run_checks(staging) if cfg.expectations else None
+    write_catalog(staging)  # DuckDB views over this run; needs manifest.json
+    write_report(staging)
+    if checked is not None and isinstance(target, LocalTarget):
+        refuse_if_failed(checked, staging, target.out, run_id)
+    if cfg.dedup.index_path:  # read the kept tasks before a remote run's local copy goes
+        ids, texts = kept_prompts(staging)
+    published = target.publish()
+    if cfg.dedup.index_path:  # only a published run feeds the index
+        add_to_dedup_index(cfg, ids, texts, run_id)
+    log.info("run %s published in %s", run_id, published)
+    return manifest

@@ -20,7 +20,7 @@ def short_samples_line(manifest: Manifest) -> str:
     return f"{short} got < {asked} samples ({kept} kept, scored on their real n)"
 
 
-def render_summary(manifest: Manifest, output: Path, console: Console) -> None:
+def render_summary(manifest: Manifest, output: Path | str, console: Console) -> None:
     c = manifest.counts
     head = Table(title=f"tasksieve curate — run {manifest.run_id}", show_header=False)
     head.add_column("what", style="bold")

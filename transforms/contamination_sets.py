@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from schemas import Finding
+from transforms import fsio
 from transforms.containment import ContainmentIndex, max_df_for
 from transforms.neardup import INDEX_VERSION
 from transforms.textsim import ShingleConfig, normalize_text, shingle_hashes
@@ -113,7 +114,7 @@ def load_benchmark_file(
     """Read a JSONL/JSON/Parquet file or saved ``datasets`` dir; ids from ``id_field``."""
     from transforms.sources import expand_inputs, iter_source_records
 
-    bench = name or Path(path.rstrip("/")).name.split(".")[0]
+    bench = name or fsio.basename(path.rstrip("/")).split(".")[0]
     items: list[ContaminationItem] = []
     for file in expand_inputs([path]):
         for rec in iter_source_records(file):
@@ -246,7 +247,6 @@ class ContaminationIndex:
     def save(self, path: str) -> None:
         """Write the index (texts, shingle hashes, settings) as one Parquet file."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         table = pa.table(
             {
@@ -257,17 +257,20 @@ class ContaminationIndex:
             }
         )
         meta = {INDEX_KEY: _settings_json(self.settings).encode()}
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table.replace_schema_metadata(meta), path, compression="zstd")
+        fsio.write_parquet(path, table.replace_schema_metadata(meta), compression="zstd")
 
 
 def is_index_file(path: str) -> bool:
     """Whether ``path`` is a Parquet file written by ``ContaminationIndex.save``."""
     import pyarrow.parquet as pq
 
-    if not path.endswith(".parquet") or not Path(path).is_file():
+    if not path.endswith(".parquet") or not fsio.is_file(path):
         return False
-    meta = pq.read_schema(path).metadata or {}
+    if fsio.is_remote(path):
+        with fsio.open_read(path) as f:
+            meta = pq.read_schema(f).metadata or {}
+    else:
+        meta = pq.read_schema(path).metadata or {}
     return INDEX_KEY in meta
 
 
@@ -275,9 +278,7 @@ def load_index_items(
     path: str, settings: IndexSettings
 ) -> tuple[list[ContaminationItem], list[np.ndarray] | None]:
     """Items of a saved index, with its shingle hashes when they were built with ``settings``."""
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path)
+    table = fsio.read_parquet(path)
     rows = table.to_pylist()
     items = [ContaminationItem(r["benchmark"], r["item_id"], r["text"]) for r in rows]
     saved = (table.schema.metadata or {}).get(INDEX_KEY, b"").decode()

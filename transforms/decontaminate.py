@@ -16,6 +16,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
+from transforms import fsio
 from transforms.common import count, rejected
 from transforms.contamination_sets import (
     ContaminationIndex,
@@ -81,8 +82,11 @@ class DecontamConfig:
 
 def index_parts(path: str) -> list[str]:
     """Saved-index Parquet files at ``path`` (a file or a directory of them), else []."""
-    p = Path(path)
-    files = sorted(str(f) for f in p.glob("*.parquet")) if p.is_dir() else [path]
+    if fsio.is_remote(path):
+        files = [path] if path.endswith(".parquet") else fsio.list_children(path, "*.parquet")
+    else:
+        p = Path(path)
+        files = sorted(str(f) for f in p.glob("*.parquet")) if p.is_dir() else [path]
     found = [f for f in files if is_index_file(f)]
     return found if found and len(found) == len(files) else []
 
@@ -91,7 +95,7 @@ def load_source(name_or_path: str, cfg: DecontamConfig) -> list[Loaded]:
     """One benchmark source: bundled name, saved index, or a raw set with the field mapping."""
     if name_or_path.lower() == "humaneval":
         return [(load_humaneval(), None)]
-    if not Path(name_or_path).exists():
+    if not fsio.exists_any(name_or_path):
         raise ValueError(
             f"benchmark {name_or_path!r}: no such file, directory or bundled name "
             "(bundled: humaneval)"

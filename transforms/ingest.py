@@ -1,7 +1,17 @@
-"""Ingest: expand input patterns and stream every record, parse errors included."""
+"""Ingest: expand input patterns and stream every record, parse errors included.
+
+A file that cannot be read to its end (corrupt or truncated gzip, Parquet or Arrow data, a
+JSON array never closed, an I/O error of the filesystem) does not fail the run: the records
+read before the fault flow on as usual, and the file adds one more record, marked
+``whole_file``, that Validate rejects as ``ingest.unreadable_file`` with the file name and the
+reason. For conservation that record counts as one input (``ingest.records``): input ==
+kept + rejected still holds, and ``ingest.unreadable_files`` counts such files. The records
+after the fault are not seen, so they are not counted; fix the file and run again.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
@@ -9,12 +19,23 @@ import apache_beam as beam
 from transforms.common import count
 from transforms.sources import SourceRecord, expand_inputs, iter_source_records
 
+log = logging.getLogger("tasksieve")
+
 
 def read_counted(path: str) -> Iterator[SourceRecord]:
-    """Stream one file's records, counting them."""
-    for rec in iter_source_records(path):
+    """Stream one file's records, counting them; a fault ends the file with one error record."""
+    line = 0
+    try:
+        for rec in iter_source_records(path):
+            line = rec.line
+            count("ingest.records")
+            yield rec
+    except Exception as exc:  # any fault of one file must not fail the run
+        message = str(exc) if path in str(exc) else f"{path}: {exc}"
+        log.warning("unreadable input file (rejected, run goes on): %s", message)
         count("ingest.records")
-        yield rec
+        count("ingest.unreadable_files")
+        yield SourceRecord(path, line, None, message, "", whole_file=True)
 
 
 class Ingest(beam.PTransform):

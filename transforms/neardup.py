@@ -6,7 +6,8 @@ connected components, survivor) exists once, as the Beam graph in ``transforms.d
 
 The index is a directory of Parquet parts (``id``, ``source``, ``shingles`` as uint64 list,
 ``signature`` as uint32 list) plus ``index.json`` naming the shingle and MinHash settings; a
-run with different settings refuses it rather than silently comparing unlike hashes.
+run with different settings refuses it rather than silently comparing unlike hashes. The
+index may live on any filesystem Beam knows (``transforms.fsio``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from transforms import fsio
 from transforms.minhash import MinHasher
 from transforms.textsim import ShingleConfig, shingle_hashes
 
@@ -118,19 +120,21 @@ def index_settings(shingle: ShingleConfig, num_perm: int, seed: int) -> dict[str
 
 
 def index_files(path: str) -> list[str]:
-    """The Parquet parts of an index directory (empty if the directory is new)."""
-    root = Path(path)
-    return sorted(str(f) for f in root.glob("part-*.parquet")) if root.is_dir() else []
+    """The Parquet parts of an index directory, local or remote (empty if it is new)."""
+    if not fsio.is_remote(path):
+        root = Path(path)
+        return sorted(str(f) for f in root.glob("part-*.parquet")) if root.is_dir() else []
+    return fsio.list_children(path, "part-*.parquet")
 
 
 def check_index(path: str, settings: dict[str, Any]) -> None:
     """Raise ValueError when the index at ``path`` was built with other settings."""
-    meta = Path(path) / INDEX_META
-    if not meta.exists():
+    meta = fsio.join(path, INDEX_META)
+    if not fsio.exists(meta):
         if index_files(path):
             raise ValueError(f"{path}: dedup index has parts but no {INDEX_META}")
         return
-    found = json.loads(meta.read_text())
+    found = json.loads(fsio.read_text(meta))
     if found != settings:
         raise ValueError(
             f"{path}: dedup index was built with {found}, this run uses {settings}; "
@@ -140,9 +144,7 @@ def check_index(path: str, settings: dict[str, Any]) -> None:
 
 def read_index_part(file: str) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     """(id, shingle hashes, signature) of each indexed task in one part."""
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(file, columns=["id", "shingles", "signature"])
+    table = fsio.read_parquet(file, columns=["id", "shingles", "signature"])
     for row in table.to_pylist():
         yield (
             str(row["id"]),
@@ -162,11 +164,8 @@ def write_index_part(
 ) -> str:
     """Add one Parquet part holding ``texts`` to the index at ``path``; return its file."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     check_index(path, settings)
-    root = Path(path)
-    root.mkdir(parents=True, exist_ok=True)
     sh = shingle_hashes(texts, shingle)
     sigs = hasher.signatures(sh)
     table = pa.table(
@@ -177,7 +176,7 @@ def write_index_part(
             "signature": pa.array([s.tolist() for s in sigs], pa.list_(pa.uint32())),
         }
     )
-    out = root / f"part-{len(index_files(path)):05d}-{secrets.token_hex(4)}.parquet"
-    pq.write_table(table, out, compression="zstd")
-    (root / INDEX_META).write_text(json.dumps(settings, indent=2, sort_keys=True))
-    return str(out)
+    out = fsio.join(path, f"part-{len(index_files(path)):05d}-{secrets.token_hex(4)}.parquet")
+    fsio.write_parquet(out, table, compression="zstd")
+    fsio.write_text(fsio.join(path, INDEX_META), json.dumps(settings, indent=2, sort_keys=True))
+    return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 STAGES: tuple[str, ...] = (
+    "ingest",
     "validate",
     "exact_dedup",
     "near_dedup",
@@ -39,6 +40,7 @@ def error_reason(stage: str) -> str:
 
 REASONS: frozenset[str] = frozenset(
     {
+        "ingest.unreadable_file",
         "validate.parse_error",
         "validate.schema",
         "validate.duplicate_id",

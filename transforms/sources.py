@@ -13,6 +13,11 @@ UTF-8 are the exception, shown as ``\\xNN`` escapes. Problems with the file as a
 (missing, unreadable, corrupt Parquet/Arrow/gzip, a JSON array that is never closed) raise
 ``InputError`` with a message that names the path.
 
+Paths may be remote (``gs://``, ``s3://``, ... through Beam's FileSystems, see
+``transforms.fsio``); finding the files of a directory, prefix or glob is in
+``transforms.source_files`` (re-exported here). Remote ``*.arrow`` files are read into
+memory whole (Arrow IPC needs random access); the other formats stream as they do locally.
+
 Not guarded against: a single record (line or array element) is held in memory whole, so a
 multi-gigabyte line costs that much; JSON strings may decode to lone surrogates
 (``"\\udc80"``), which are passed through. In Parquet/Arrow input a null struct field means
@@ -23,41 +28,32 @@ dropped before validation.
 from __future__ import annotations
 
 import codecs
-import glob
 import gzip
 import json
-import os
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from schemas.validation import JSON_TYPES
+from transforms import fsio
+from transforms.source_files import InputError, dataset_files, expand_inputs, input_format
+
+__all__ = [
+    "InputError",
+    "SourceRecord",
+    "expand_inputs",
+    "input_format",
+    "iter_source_records",
+    "json_type_name",
+]
 
 _CHUNK = 1 << 16
 _BATCH_ROWS = 1024
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = "\ufeff"
-_DATASET_MARKERS = ("dataset_info.json", "state.json")
-_SUFFIXES: tuple[tuple[str, str], ...] = (
-    (".jsonl.gz", "jsonl"),
-    (".ndjson.gz", "jsonl"),
-    (".json.gz", "json"),
-    (".jsonl", "jsonl"),
-    (".ndjson", "jsonl"),
-    (".json", "json"),
-    (".gz", "jsonl"),
-    (".parquet", "parquet"),
-    (".arrow", "arrow-dataset"),
-)
-_WALKED = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz", ".parquet")
-_SUPPORTED = "*.jsonl[.gz], *.ndjson[.gz], *.json[.gz], *.parquet, *.arrow or a datasets dir"
-
-
-class InputError(Exception):
-    """A user mistake with the input: missing path, unreadable file, unsupported format."""
 
 
 @dataclass(frozen=True)
@@ -69,97 +65,8 @@ class SourceRecord:
     data: dict[str, Any] | None
     error: str | None
     raw: str
-
-
-# ---------------------------------------------------------------- finding inputs
-def _name_format(name: str) -> str | None:
-    lower = name.lower()
-    for suffix, fmt in _SUFFIXES:
-        if lower.endswith(suffix):
-            return fmt
-    return None
-
-
-def _is_dataset_dir(path: Path) -> bool:
-    return any((path / m).is_file() for m in _DATASET_MARKERS) and any(path.glob("*.arrow"))
-
-
-def input_format(path: str) -> str:
-    """Return "jsonl", "json", "parquet" or "arrow-dataset" for a path, or raise InputError."""
-    p = Path(path)
-    if p.is_dir():
-        if _is_dataset_dir(p):
-            return "arrow-dataset"
-        raise InputError(f"{path}: directory is not a saved datasets dataset")
-    fmt = _name_format(p.name)
-    if fmt is None:
-        raise InputError(f"{path}: unsupported format (expected {_SUPPORTED})")
-    return fmt
-
-
-def _dataset_files(path: Path) -> list[str]:
-    return sorted(str(f) for f in path.glob("*.arrow") if f.is_file())
-
-
-def _walked(name: str) -> bool:
-    return name != "dataset_dict.json" and name.lower().endswith(_WALKED)
-
-
-def _walk(root: Path) -> list[str]:
-    """Supported files under a directory; hidden entries and dataset metadata are skipped."""
-    if _is_dataset_dir(root):
-        return _dataset_files(root)
-    found: list[str] = []
-    for entry in sorted(root.iterdir()):
-        if entry.name.startswith("."):
-            continue
-        if entry.is_dir():
-            found.extend(_walk(entry))
-        elif entry.is_file() and _walked(entry.name):
-            found.append(str(entry))
-    return found
-
-
-def _expand_one(pattern: str) -> list[str]:
-    if glob.has_magic(pattern):
-        matches = sorted(glob.glob(pattern, recursive=True))
-        if not matches:
-            raise InputError(f"{pattern}: matches no files")
-        found: list[str] = []
-        for m in matches:
-            mp = Path(m)
-            if mp.is_dir():
-                found.extend(_walk(mp))
-            elif mp.is_file() and _name_format(mp.name) is not None:
-                found.append(m)
-        if not found:
-            raise InputError(f"{pattern}: matches no supported input files ({_SUPPORTED})")
-        return found
-    p = Path(pattern)
-    if not p.exists():
-        raise InputError(f"{pattern}: no such file or directory")
-    if p.is_dir():
-        found = _walk(p)
-        if not found:
-            raise InputError(f"{pattern}: directory holds no supported input files ({_SUPPORTED})")
-        return found
-    input_format(pattern)
-    return [pattern]
-
-
-def expand_inputs(patterns: Sequence[str]) -> list[str]:
-    """Expand files, directories (recursively) and globs (``**`` too) to a sorted file list.
-
-    A saved ``datasets`` directory expands to its ``*.arrow`` files. Files a glob or directory
-    matches but that have no supported suffix are skipped; a file named explicitly must have
-    one. Raises InputError when a pattern matches nothing or a path is missing.
-    """
-    if not patterns:
-        raise InputError("no input paths given")
-    out: set[str] = set()
-    for pattern in patterns:
-        out.update(os.path.normpath(f) for f in _expand_one(pattern))
-    return sorted(out)
+    whole_file: bool = False
+    """The error is about the file as a whole (it could not be read on from ``line``)."""
 
 
 # ---------------------------------------------------------------- record helpers
@@ -181,8 +88,27 @@ def _failed(path: str, line: int, error: str, raw: str) -> SourceRecord:
     return SourceRecord(path, line, None, error, raw)
 
 
+class _Gunzip(gzip.GzipFile):
+    """A GzipFile that also closes the stream it reads from."""
+
+    def __init__(self, inner: IO[bytes]) -> None:
+        super().__init__(fileobj=inner, mode="rb")
+        self.inner = inner
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.inner.close()
+
+
 def _open_bytes(path: str) -> IO[bytes]:
     """Open a file for binary reading, transparently gunzipping when it starts gzip-magic."""
+    if fsio.is_remote(path):
+        f = fsio.open_read(path)
+        magic = f.read(2)
+        f.seek(0)
+        return _Gunzip(f) if magic == _GZIP_MAGIC else f  # type: ignore[return-value]
     with open(path, "rb") as probe:
         magic = probe.read(2)
     if magic == _GZIP_MAGIC:
@@ -432,7 +358,7 @@ def _iter_parquet(path: str) -> Iterator[SourceRecord]:
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(fsio.open_read(path) if fsio.is_remote(path) else path)
     except (pa.ArrowException, OSError) as e:
         raise InputError(f"{path}: not a readable Parquet file ({e})") from None
     row = 0
@@ -450,7 +376,8 @@ def _iter_arrow(path: str) -> Iterator[SourceRecord]:
 
     row = 0
     try:
-        with pa.memory_map(path) as src:
+        opened = pa.BufferReader(fsio.read_bytes(path)) if fsio.is_remote(path) else None
+        with opened or pa.memory_map(path) as src:
             try:
                 batches: Any = pa.ipc.open_stream(src)
             except pa.ArrowInvalid:
@@ -467,10 +394,10 @@ def _iter_arrow(path: str) -> Iterator[SourceRecord]:
 
 def _iter_dataset(path: str) -> Iterator[SourceRecord]:
     p = Path(path)
-    if not p.is_dir():
+    if fsio.is_remote(path) or not p.is_dir():
         yield from _iter_arrow(path)
         return
-    for file in _dataset_files(p):
+    for file in dataset_files(p):
         yield from _iter_arrow(file)
 
 

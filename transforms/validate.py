@@ -21,6 +21,18 @@ class ValidateFn(beam.DoFn):
         self.run_id = run_id
 
     def process(self, rec: SourceRecord) -> Iterator[Any]:
+        if rec.whole_file:
+            yield rejected(
+                rejection(
+                    stage="ingest",
+                    reason="ingest.unreadable_file",
+                    detail=f"unreadable file: {rec.error}",
+                    run_id=self.run_id,
+                    source_file=rec.source_file,
+                    source_line=rec.line,
+                )
+            )
+            return
         if rec.data is None:
             yield rejected(
                 rejection(

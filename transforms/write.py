@@ -1,13 +1,12 @@
 """Write: tasks/ (partitioned by family), rejected/ and rollouts/ as zstd Parquet shards.
 
-Shards go under the directory given (the run's staging directory); Beam's file sink writes
-each shard to a temporary name and renames it when the bundle commits. The pipeline module
-publishes the whole directory at once, so a reader never sees a half-written run.
+Shards go under the directory given (the run's staging directory, local or remote); Beam's
+file sink writes each shard to a temporary name and renames it when the bundle commits.
+``pipeline.staging`` publishes the whole run at once, so a reader never sees a half-written
+run.
 """
 
 from __future__ import annotations
-
-import os
 
 import apache_beam as beam
 import pyarrow as pa
@@ -15,6 +14,7 @@ from apache_beam.io.parquetio import WriteToParquet
 
 from schemas import FAMILIES
 from schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
+from transforms import fsio
 
 
 def with_fingerprint(schema: pa.Schema, fingerprint: str, run_id: str) -> pa.Schema:
@@ -60,7 +60,7 @@ class Write(beam.PTransform):
                 pcoll
                 | f"Tasks[{fam}]"
                 >> _sink(
-                    os.path.join(self.root, "tasks", fam, "part"),
+                    fsio.join(self.root, "tasks", fam, "part"),
                     with_fingerprint(TASKS_SCHEMA, fp, rid),
                 )
             )
@@ -68,7 +68,7 @@ class Write(beam.PTransform):
             outputs["rejected"]
             | "Rejected"
             >> _sink(
-                os.path.join(self.root, "rejected", "part"),
+                fsio.join(self.root, "rejected", "part"),
                 with_fingerprint(REJECTED_SCHEMA, fp, rid),
             )
         )
@@ -76,7 +76,7 @@ class Write(beam.PTransform):
             outputs["rollouts"]
             | "Rollouts"
             >> _sink(
-                os.path.join(self.root, "rollouts", "part"),
+                fsio.join(self.root, "rollouts", "part"),
                 with_fingerprint(ROLLOUTS_SCHEMA, fp, rid),
             )
         )

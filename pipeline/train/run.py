@@ -79,7 +79,9 @@ def check_output(output: Path, overwrite: bool) -> None:
 def plan(args: argparse.Namespace) -> Plan:
     """Check every input; raises TrainInputError or ValueError with a one-line message."""
     families = check_families(args.families)
-    run = resolve_run(Path(args.tasks))
+    from pipeline.remote_run import localize
+
+    run = resolve_run(localize(args.tasks))  # a remote output is read from a local copy
     manifest = load_run(run)
     tasks = read_tasks(run, families)
     output = Path(args.output)

@@ -10,7 +10,17 @@ import pytest
 from transforms.reasons import FAMILIES, REASONS, is_known
 
 TRANSFORMS = Path(__file__).resolve().parents[2] / "transforms"
-STAGES = ("validate", "dedup", "decontam", "verifier", "gate", "rollouts", "verify", "filter")
+STAGES = (
+    "ingest",
+    "validate",
+    "dedup",
+    "decontam",
+    "verifier",
+    "gate",
+    "rollouts",
+    "verify",
+    "filter",
+)
 # A code in quotes, not a counter name (``count("rollouts.sampled")``).
 _STAGE = "(?:" + "|".join(STAGES) + ")"
 LITERAL = re.compile(r"""(?<!count\()["'](""" + _STAGE + r"""\.[a-z_]+)["']""")

@@ -16,7 +16,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.run import read_counters
+from pipeline.counters import read_counters
 from schemas import TaskRecord
 from tests.transforms.add_task import ASSERTS
 from transforms import rollouts
@@ -98,8 +98,11 @@ def run(cfg: SamplerConfig, cache: str | None) -> tuple[dict[str, int], list[dic
     ROWS.clear()
     opts = PipelineOptions(["--direct_running_mode=in_memory"])
     p = beam.Pipeline(options=opts)
-    sampled = p | beam.Create([task(i) for i in range(N)]) | Rollouts(cfg, "run", cache)
-    verified = sampled["ok"] | Verify(SandboxConfig(allow_weak_isolation=True), "run", cache_dir=cache)
+    tasks = p | beam.Create([task(i) for i in range(N)])
+    sampled = tasks | Rollouts(cfg, "run", cache)
+    verified = sampled["ok"] | Verify(
+        SandboxConfig(allow_weak_isolation=True), "run", cache_dir=cache
+    )
     _ = verified[ROLLOUTS] | beam.Map(collect)
     result = p.run()
     result.wait_until_finish()
