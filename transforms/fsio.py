@@ -20,36 +20,51 @@ from __future__ import annotations
 import fnmatch
 import io
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
-
 if TYPE_CHECKING:
     import pyarrow as pa
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 _MAGIC = frozenset("*?[")
+_SCHEME = re.compile(r"^(?P<scheme>[a-zA-Z][-a-zA-Z0-9+.]*)://")
+"""A URL scheme as Beam's FileSystems.get_scheme reads it (matched here so that local paths
+never import Beam: the light CLI commands validate and verify stay fast to start)."""
+
+
+def _filesystems() -> type[FileSystems]:
+    """Beam's FileSystems, imported on first use (only for remote paths and configure)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems
+
+
+def _uncompressed() -> str:
+    from apache_beam.io.filesystem import CompressionTypes
+
+    return str(CompressionTypes.UNCOMPRESSED)
 
 
 def configure(options: PipelineOptions) -> None:
     """Give FileSystems the pipeline options (endpoints, credentials) for driver-side I/O."""
-    FileSystems.set_options(options)
+    _filesystems().set_options(options)
 
 
 def is_remote(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` names a non-local filesystem (has a scheme other than ``file``)."""
-    scheme = FileSystems.get_scheme(str(path))
-    return scheme is not None and scheme != "file"
+    found = _SCHEME.match(str(path))
+    return found is not None and found.group("scheme").lower() != "file"
 
 
 def join(base: str, *parts: str) -> str:
     """Join path parts with the separator of ``base``'s filesystem."""
     if is_remote(base):
-        return FileSystems.join(base.rstrip("/"), *parts)
+        return _filesystems().join(base.rstrip("/"), *parts)
     return os.path.join(base, *parts)
 
 
@@ -62,7 +77,7 @@ def open_read(path: str) -> IO[bytes]:
     """Open ``path`` for binary reading, bytes as stored (no decompression); seekable."""
     if not is_remote(path):
         return open(path, "rb")
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    return _filesystems().open(path, compression_type=_uncompressed())
 
 
 def read_bytes(path: str) -> bytes:
@@ -82,7 +97,7 @@ def write_bytes(path: str, data: bytes) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_bytes(data)
         return
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    with _filesystems().create(path, compression_type=_uncompressed()) as f:
         f.write(data)
 
 
@@ -95,7 +110,7 @@ def exists(path: str) -> bool:
     """Whether a file (or, locally, a directory) exists at ``path``."""
     if not is_remote(path):
         return os.path.exists(path)
-    return bool(FileSystems.exists(path))
+    return bool(_filesystems().exists(path))
 
 
 def exists_any(path: str) -> bool:
@@ -109,7 +124,7 @@ def is_file(path: str) -> bool:
     """Whether ``path`` is a file (remote: an object with exactly that key)."""
     if not is_remote(path):
         return os.path.isfile(path)
-    return bool(FileSystems.exists(path))
+    return bool(_filesystems().exists(path))
 
 
 def match(pattern: str) -> list[str]:
@@ -118,7 +133,7 @@ def match(pattern: str) -> list[str]:
         import glob
 
         return sorted(f for f in glob.glob(pattern, recursive=True) if os.path.isfile(f))
-    found = FileSystems.match([pattern])[0].metadata_list
+    found = _filesystems().match([pattern])[0].metadata_list
     return sorted(m.path for m in found)
 
 
@@ -129,7 +144,7 @@ def list_files(root: str) -> list[str]:
             return []
         return sorted(str(f) for f in Path(root).rglob("*") if f.is_file())
     prefix = root.rstrip("/") + "/"
-    found = FileSystems.match([prefix + "**"])[0].metadata_list
+    found = _filesystems().match([prefix + "**"])[0].metadata_list
     return sorted(m.path for m in found if m.path.startswith(prefix))
 
 
@@ -165,7 +180,7 @@ def delete_tree(root: str) -> None:
         return
     files = list_files(root)
     if files:
-        FileSystems.delete(files)
+        _filesystems().delete(files)
 
 
 def delete_files(paths: Sequence[str]) -> None:
@@ -174,7 +189,7 @@ def delete_files(paths: Sequence[str]) -> None:
     if not present:
         return
     if is_remote(present[0]):
-        FileSystems.delete(present)
+        _filesystems().delete(present)
         return
     for p in present:
         os.remove(p)
