@@ -29,7 +29,8 @@ Counters: ``adaptive.samples_drawn``, ``adaptive.samples_saved`` (max_samples - 
 over the tasks scored that were not short), ``adaptive.stopped_early`` and
 ``adaptive.stopped_round_R``.
 It does NOT share one loaded model between the round stages: each RunInference stage loads
-its own (cheap for the bundled model and replay; a large local model is loaded once a round).
+its own (cheap for the bundled model and replay; a large local model is loaded once a round),
+and with a cache directory each round stage loads the cached samples once per worker.
 """
 
 from __future__ import annotations
