@@ -36,11 +36,11 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     sampler_rejected = []
     if cfg.episodes.turns > 1:
         verified = strong | "Episodes" >> Episodes(
-            cfg.sampler, cfg.episodes, cfg.sandbox, run_id, cfg.band, cfg.gates.retry
+            cfg.sampler, cfg.episodes, cfg.sandbox, run_id, cfg.band, cfg.gates.retry, cache
         )
     elif cfg.adaptive is not None:
         verified = strong | "AdaptiveRollouts" >> AdaptiveRollouts(
-            cfg.sampler, cfg.adaptive, cfg.sandbox, run_id, cfg.band, cfg.gates.retry
+            cfg.sampler, cfg.adaptive, cfg.sandbox, run_id, cfg.band, cfg.gates.retry, cache
         )
     else:
         sampled = strong | "Rollouts" >> Rollouts(cfg.sampler, run_id, cache)

@@ -19,13 +19,18 @@ what it got, as a fixed-K run would, and counted in ``rollouts.short_samples`` a
 errors leave n as in ``transforms.rollouts``: the task may still settle on the others, and at
 the end ``transforms.settle.band_settled`` decides whether it is scored or rejected as
 ``verify.infra_error``. A sampler error in any round rejects the task
-(``rollouts.sampler_error``), as it would in a fixed-K run.
+(``rollouts.sampler_error``), as it would in a fixed-K run: each round samples through
+``transforms.rollouts.Sample`` (the sampler guard and the rollout cache). A round step that
+raises on a task rejects it as ``rollouts.error`` or ``verify.error``
+(``transforms.deadletter``). With a cache directory, sample i has the same cache key whichever
+round (or fixed-K run) drew it, so a re-run with another band or round size reuses it.
 
 Counters: ``adaptive.samples_drawn``, ``adaptive.samples_saved`` (max_samples - drawn, summed
 over the tasks scored that were not short), ``adaptive.stopped_early`` and
 ``adaptive.stopped_round_R``.
 It does NOT share one loaded model between the round stages: each RunInference stage loads
-its own (cheap for the bundled model and replay; a large local model is loaded once a round).
+its own (cheap for the bundled model and replay; a large local model is loaded once a round),
+and with a cache directory each round stage loads the cached samples once per worker.
 """
 
 from __future__ import annotations
@@ -37,14 +42,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
 from schemas import Verdict
 from transforms.adaptive import AdaptiveConfig, schedule, settled_label
 from transforms.common import REJECTED, count, rejected
+from transforms.deadletter import DEAD, Attempt, Guarded, merge_rejected
 from transforms.items import Item, Scored, rejection
-from transforms.rollouts import ROLLOUTS, VerifyFn, sample_request
-from transforms.samplers import SamplerConfig, Samples, make_model_handler
+from transforms.rollouts import ROLLOUTS, Sample, VerifyFn, sample_request
+from transforms.sampler_guard import failed_samples
+from transforms.samplers import SamplerConfig, Samples
 from transforms.settle import band_settled
 from transforms.stats import BandConfig
 from verifiers import SandboxConfig
@@ -101,8 +107,9 @@ class RoundVerifyFn(beam.DoFn):
         retry: RetryPolicy | None,
         adaptive: AdaptiveConfig,
         round_no: int,
+        cache_dir: str | None = None,
     ) -> None:
-        self.verify = VerifyFn(sandbox, run_id, band, retry)
+        self.verify = VerifyFn(sandbox, run_id, band, retry, cache_dir)
         self.run_id = run_id
         self.band = band
         self.adaptive = adaptive
@@ -110,6 +117,9 @@ class RoundVerifyFn(beam.DoFn):
 
     def setup(self) -> None:
         self.verify.setup()
+
+    def finish_bundle(self) -> None:
+        self.verify.finish_bundle()
 
     def teardown(self) -> None:
         self.verify.teardown()
@@ -231,6 +241,7 @@ class AdaptiveRollouts(beam.PTransform):
         run_id: str,
         band: BandConfig,
         retry: RetryPolicy | None = None,
+        cache_dir: str | None = None,
     ) -> None:
         super().__init__()
         if adaptive.max_samples != sampler.samples:
@@ -244,36 +255,41 @@ class AdaptiveRollouts(beam.PTransform):
         self.run_id = run_id
         self.band = band
         self.retry = retry
+        self.cache_dir = cache_dir  # the rollout cache (transforms.rollout_cache); None: off
 
     def expand(self, items: beam.PCollection) -> dict[str, Any]:
         pending = items | "Start" >> beam.Map(lambda it: (it, Progress()))
         scored, rollouts, rejects = [], [], []
         for r, (first, count_) in enumerate(schedule(self.adaptive), start=1):
             cfg = round_config(self.sampler, first, count_)
-            handler: KeyedModelHandler[str, Any, Samples, Any] = KeyedModelHandler(
-                make_model_handler(cfg)
+            requests = pending | f"Round{r}/Request" >> Attempt(
+                beam.Map(lambda ip: (ip[0].id, sample_request(ip[0]))), "rollouts"
             )
+            sampled = requests["ok"] | f"Round{r}/Sample" >> Sample(cfg, self.cache_dir)
             samples = (
-                pending
-                | f"Round{r}/Request" >> beam.Map(lambda ip: (ip[0].id, sample_request(ip[0])))
-                | f"Round{r}/Sample" >> RunInference(handler)
-            )
+                sampled["ok"],
+                sampled["failed"],
+                requests[DEAD] | f"Round{r}/RequestFailed" >> beam.FlatMap(failed_samples, cfg),
+            ) | f"Round{r}/AllSamples" >> beam.Flatten()
             keyed = pending | f"Round{r}/Key" >> beam.Map(lambda ip: (ip[0].id, ip))
-            fn = RoundVerifyFn(self.sandbox, self.run_id, self.band, self.retry, self.adaptive, r)
-            out = (
+            fn = RoundVerifyFn(
+                self.sandbox, self.run_id, self.band, self.retry, self.adaptive, r, self.cache_dir
+            )
+            paired = (
                 {"task": keyed, "samples": samples}
                 | f"Round{r}/Join" >> beam.CoGroupByKey()
-                | f"Round{r}/Pair" >> beam.Map(_join, count_)
-                | f"Round{r}/Verify"
-                >> beam.ParDo(fn).with_outputs(ROLLOUTS, REJECTED, NEXT, main="ok")
+                | f"Round{r}/Pair" >> Guarded(beam.Map(_join, count_), "rollouts", self.run_id)
             )
-            scored.append(out.ok)
+            out = paired["ok"] | f"Round{r}/Verify" >> Guarded(
+                beam.ParDo(fn), "verify", self.run_id, tags=[ROLLOUTS, NEXT]
+            )
+            scored.append(out["ok"])
             rollouts.append(out[ROLLOUTS])
-            rejects.append(out[REJECTED])
+            rejects += [paired[REJECTED], out[REJECTED]]
             pending = out[NEXT]
         # the last round settles every task it sees, so nothing is left in ``pending``
         return {
             "ok": scored | "Scored" >> beam.Flatten(),
             ROLLOUTS: rollouts | "Rollouts" >> beam.Flatten(),
-            REJECTED: rejects | "Rejected" >> beam.Flatten(),
+            REJECTED: merge_rejected(*rejects),
         }

@@ -128,7 +128,8 @@ def fault_of(stage: str, exc: BaseException) -> Fault:
 
 def records_in(element: Any) -> list[Record]:
     """The records an element holds: itself, or those inside its tuples, lists, dicts and
-    grouped values (a few levels deep), each once, in the order found."""
+    grouped values (a few levels deep) and the ``item`` of a state object (an episode's
+    ``EpisodeState``), each once, in the order found."""
     found: list[Record] = []
     seen: set[int] = set()
 
@@ -137,6 +138,9 @@ def records_in(element: Any) -> list[Record]:
             if id(x) not in seen:
                 seen.add(id(x))
                 found.append(x)
+            return
+        if isinstance(getattr(x, "item", None), Item):  # a stage's state of one task
+            walk(x.item, depth + 1)  # (a multi-turn episode's); Scored is matched above
             return
         if depth >= _MAX_DEPTH or isinstance(x, str | bytes | bytearray):
             return

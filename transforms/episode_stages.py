@@ -6,6 +6,12 @@ tasks every turn), joins the answers back to their task, verifies them and build
 feedback for the failures. A task leaves the loop when no episode is open or after turn T;
 ``ScoreEpisodes`` then scores it at the band turn. Main output: ``Scored``; plus ``rollouts``
 (one row per attempt) and ``rejected``.
+
+Every turn samples through ``transforms.rollouts.Sample``: a sampler that raises on an episode
+rejects its task as ``rollouts.sampler_error``, and with a cache directory the completions of
+every turn (keyed on the conversation so far) and their verdicts are cached. A step that
+raises on a task rejects it as ``rollouts.error`` or ``verify.error``
+(``transforms.deadletter``).
 """
 
 from __future__ import annotations
@@ -17,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
 from schemas import FeedbackLevel, Rollout, Verdict
 from transforms.common import REJECTED, count, rejected
+from transforms.deadletter import DEAD, Attempt, Guarded, merge_rejected
 from transforms.episodes import (
     Episode,
     EpisodeConfig,
@@ -32,12 +38,13 @@ from transforms.episodes import (
 )
 from transforms.gates import count_retry
 from transforms.items import Item, rejection
-from transforms.rollouts import ROLLOUTS, Rollouts, VerifyFn, sample_request
-from transforms.samplers import SamplerConfig, Samples, extract_solution, make_model_handler
+from transforms.rollouts import ROLLOUTS, Rollouts, Sample, VerifyFn, sample_request
+from transforms.sampler_guard import failed_samples
+from transforms.samplers import SamplerConfig, Samples, extract_solution
 from transforms.stats import BandConfig
 from verifiers import SandboxConfig, UnsupportedFamily
 from verifiers.feedback import resolve_level
-from verifiers.retry import RetryPolicy, verify_with_retry
+from verifiers.retry import RetryPolicy
 from verifiers.rewards import Reward, reward
 
 log = logging.getLogger("tasksieve.episodes")
@@ -45,6 +52,9 @@ DONE = "done"
 
 Answers = dict[int, Samples]
 """A turn's completions by episode index (each a Samples of one completion)."""
+UNSPLIT = -1
+"""The answer index of a task's error Samples when a failed batch could not be split by
+episode (any error answer rejects the task)."""
 
 
 def turn_sampler(cfg: SamplerConfig) -> SamplerConfig:
@@ -90,8 +100,9 @@ class TurnFn(VerifyFn):
         episodes: EpisodeConfig,
         turn: int,
         retry: RetryPolicy | None = None,
+        cache_dir: str | None = None,
     ) -> None:
-        super().__init__(sandbox, run_id, None, retry)
+        super().__init__(sandbox, run_id, None, retry, cache_dir)
         self.episodes_cfg = episodes
         self.turn = turn
 
@@ -124,11 +135,12 @@ class TurnFn(VerifyFn):
         )
         item, turn = state.item, self.turn
         open_eps = state.open()
+        failed = [a.error for a in answers.values() if a.error is not None]
+        if failed:  # the sampler failed one of its episodes
+            yield self._reject("rollouts.sampler_error", failed[0], item, state.requested)
+            return
         for e in open_eps:
             got = answers.get(e.index)
-            if got is not None and got.error is not None:
-                yield self._reject("rollouts.sampler_error", got.error, item, state.requested)
-                return
             if got is None or not got.completions:
                 detail = (
                     f"the sampler returned no completion for turn {turn} of episode {e.index} "
@@ -149,12 +161,7 @@ class TurnFn(VerifyFn):
         entry = sample_request(item).entry_point
         comps = [answers[e.index].completions[0] for e in open_eps]
         sols = [extract_solution(c, item.task.family, entry) for c in comps]
-        tries = list(
-            self.pool.map(
-                lambda s: verify_with_retry(lambda: verifier.verify(item.task, s), self.retry),
-                sols,
-            )
-        )
+        tries = self.verify_solutions(item.task, verifier, sols)
         count(f"episodes.turn{turn}.attempts", len(open_eps))
         for e, comp, sol, t in zip(open_eps, comps, sols, tries, strict=True):
             count_retry("verify", t)
@@ -241,53 +248,64 @@ class Episodes(beam.PTransform):
         run_id: str,
         band: BandConfig | None = None,
         retry: RetryPolicy | None = None,
+        cache_dir: str | None = None,
     ) -> None:
         super().__init__()
         self.sampler, self.cfg, self.sandbox = sampler, episodes, sandbox
         self.run_id, self.band, self.retry = run_id, band or BandConfig(), retry
+        self.cache_dir = cache_dir  # the rollout cache (transforms.rollout_cache); None: off
 
     def _verify(self, pcoll: beam.PCollection, turn: int) -> Any:
-        fn = TurnFn(self.sandbox, self.run_id, self.cfg, turn, self.retry)
-        return pcoll | f"Verify{turn}" >> beam.ParDo(fn).with_outputs(
-            ROLLOUTS, REJECTED, DONE, main="open"
+        fn = TurnFn(self.sandbox, self.run_id, self.cfg, turn, self.retry, self.cache_dir)
+        return pcoll | f"Verify{turn}" >> Guarded(
+            beam.ParDo(fn), "verify", self.run_id, tags=[ROLLOUTS, DONE]
         )
+
+    def _answers(self, open_states: beam.PCollection, turn: int) -> beam.PCollection:
+        """Turn ``turn``'s answers of the open episodes: ``(task_id, (episode, Samples))``."""
+        cfg = turn_sampler(self.sampler)
+        requests = open_states | f"Request{turn}" >> Attempt(
+            beam.FlatMap(turn_requests, turn), "rollouts"
+        )
+        sampled = requests["ok"] | f"Sample{turn}" >> Sample(cfg, self.cache_dir)
+        failed = (
+            sampled["failed"],
+            requests[DEAD] | f"RequestFailed{turn}" >> beam.FlatMap(failed_samples, cfg),
+        ) | f"Failed{turn}" >> beam.Flatten()
+        return (
+            sampled["ok"] | f"ByTask{turn}" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1]))),
+            failed | f"Unsplit{turn}" >> beam.Map(lambda kv: (kv[0], (UNSPLIT, kv[1]))),
+        ) | f"Answers{turn}" >> beam.Flatten()
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         level = self.cfg.feedback
-        sampled = items | "Rollouts" >> Rollouts(self.sampler, self.run_id)
-        first = sampled["ok"] | "Start" >> beam.Map(first_turn, level)
-        out = self._verify(first, 1)
-        rows, done = [out[ROLLOUTS]], [out[DONE]]
-        rejects = [sampled[REJECTED], out[REJECTED]]
-        handler: KeyedModelHandler[Any, Any, Any, Any] = KeyedModelHandler(
-            make_model_handler(turn_sampler(self.sampler))
+        sampled = items | "Rollouts" >> Rollouts(self.sampler, self.run_id, self.cache_dir)
+        first = sampled["ok"] | "Start" >> Guarded(
+            beam.Map(first_turn, level), "rollouts", self.run_id
         )
+        out = self._verify(first["ok"], 1)
+        rows, done = [out[ROLLOUTS]], [out[DONE]]
+        rejects = [sampled[REJECTED], first[REJECTED], out[REJECTED]]
         for turn in range(2, self.cfg.turns + 1):
-            open_states = out.open
-            answers = (
-                open_states
-                | f"Request{turn}" >> beam.FlatMap(turn_requests, turn)
-                | f"Sample{turn}" >> RunInference(handler)
-                | f"ByTask{turn}" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1])))
-            )
+            open_states = out["ok"]
             joined = (
                 {
                     "state": open_states | f"Key{turn}" >> beam.Map(lambda s: (s.item.id, s)),
-                    "answers": answers,
+                    "answers": self._answers(open_states, turn),
                 }
                 | f"Join{turn}" >> beam.CoGroupByKey()
-                | f"Pair{turn}" >> beam.FlatMap(_join)
+                | f"Pair{turn}" >> Guarded(beam.FlatMap(_join), "rollouts", self.run_id)
             )
-            out = self._verify(joined, turn)
+            out = self._verify(joined["ok"], turn)
             rows.append(out[ROLLOUTS])
-            rejects.append(out[REJECTED])
+            rejects += [joined[REJECTED], out[REJECTED]]
             done.append(out[DONE])
         finished = done | "Finished" >> beam.Flatten()
-        scored = finished | "Score" >> beam.ParDo(
-            ScoreEpisodesFn(self.cfg, self.band, self.run_id)
-        ).with_outputs(REJECTED, main="ok")
+        scored = finished | "Score" >> Guarded(
+            beam.ParDo(ScoreEpisodesFn(self.cfg, self.band, self.run_id)), "verify", self.run_id
+        )
         return {
-            "ok": scored.ok,
+            "ok": scored["ok"],
             ROLLOUTS: rows | "AllRollouts" >> beam.Flatten(),
-            REJECTED: [*rejects, scored[REJECTED]] | "AllRejected" >> beam.Flatten(),
+            REJECTED: merge_rejected(*rejects, scored[REJECTED], label="AllRejected"),
         }

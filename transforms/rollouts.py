@@ -13,8 +13,9 @@ failing after its retries is left out of n (``verify.samples_left_out``; its rol
 the infra verdict) and the task is scored on the rest, unless those cannot settle its band
 (``transforms.settle``): then it is rejected as ``verify.infra_error`` with the evidence.
 
-A sampler that raises fails only the tasks it raised on (``transforms.sampler_guard``): they
-are rejected as ``rollouts.sampler_error`` with the exception. Any other step that raises on
+A sampler that raises fails only the tasks it raised on (``transforms.sampler_guard``, applied
+by ``Sample``, which the multi-turn and adaptive paths use too): they are rejected as
+``rollouts.sampler_error`` with the exception. Any other step that raises on
 a task rejects it as ``rollouts.error`` or ``verify.error`` (``transforms.deadletter``).
 
 With a rollout cache directory (``transforms.rollout_cache``) the sampler is wrapped so
@@ -31,7 +32,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
-from schemas import CodeSpec, Rollout, Verdict
+from schemas import CodeSpec, Rollout, TaskRecord, Verdict
 from transforms.common import count, rejected
 from transforms.deadletter import DEAD, Attempt, Guarded
 from transforms.gates import count_retry
@@ -49,7 +50,7 @@ from transforms.samplers import (
 from transforms.settle import band_settled
 from transforms.stats import BandConfig
 from transforms.worker_sandbox import SharedSandbox, WorkerSandbox
-from verifiers import Sandbox, SandboxConfig, UnsupportedFamily
+from verifiers import Sandbox, SandboxConfig, UnsupportedFamily, Verifier
 from verifiers.registry import VerifierCache
 from verifiers.retry import RetryOutcome, RetryPolicy, verify_with_retry
 from verifiers.rewards import Reward, reward
@@ -85,23 +86,46 @@ class Rollouts(beam.PTransform):
         requests = items | "Request" >> Attempt(
             beam.Map(lambda it: (it.id, sample_request(it))), "rollouts"
         )
-        handler: KeyedModelHandler[str, SampleRequest, Samples, Any] = KeyedModelHandler(
-            Isolating(wrap_handler(make_model_handler(cfg), cfg, self.cache_dir), cfg)
-        )
-        sampled, failed = requests["ok"] | "Sample" >> (
-            RunInference(handler).with_exception_handling()
-        )
-        dead = [requests[DEAD], failed.failed_inferences, *failed.failed_preprocessing]
-        dead += failed.failed_postprocessing
+        sampled = requests["ok"] | "Sample" >> Sample(cfg, self.cache_dir)
         samples = (
-            sampled | "Progress" >> beam.Map(_sampled),
-            *(d | f"Failed{i}" >> beam.FlatMap(failed_samples, cfg) for i, d in enumerate(dead)),
+            sampled["ok"] | "Progress" >> beam.Map(_sampled),
+            sampled["failed"],
+            requests[DEAD] | "RequestFailed" >> beam.FlatMap(failed_samples, cfg),
         ) | "AllSamples" >> beam.Flatten()
         return (
             {"item": keyed, "samples": samples}
             | "Join" >> beam.CoGroupByKey()
             | "Pair" >> Guarded(beam.Map(_pair, cfg.samples), "rollouts", self.run_id)
         )
+
+
+class Sample(beam.PTransform):
+    """RunInference of the sampler behind the rollout cache and the sampler guard.
+
+    Input: ``(key, SampleRequest)`` pairs (the one-shot path and adaptive rounds key by task
+    id, later turns by (task id, episode)). Outputs ``ok``: ``(key, Samples)``, error Samples
+    for a request the sampler failed on alone (``Isolating``); ``failed``: ``(task_id, error
+    Samples)`` for every task of what RunInference's exception handling caught.
+    """
+
+    def __init__(self, cfg: SamplerConfig, cache_dir: str | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.cache_dir = cache_dir
+
+    def expand(self, requests: beam.PCollection) -> dict[str, beam.PCollection]:
+        cfg = self.cfg
+        handler: KeyedModelHandler[Any, SampleRequest, Samples, Any] = KeyedModelHandler(
+            Isolating(wrap_handler(make_model_handler(cfg), cfg, self.cache_dir), cfg)
+        )
+        sampled, failed = requests | "Run" >> RunInference(handler).with_exception_handling()
+        dead = [failed.failed_inferences, *failed.failed_preprocessing]
+        dead += failed.failed_postprocessing
+        errors = (
+            tuple(d | f"Failed{i}" >> beam.FlatMap(failed_samples, cfg) for i, d in enumerate(dead))
+            | "AllFailed" >> beam.Flatten()
+        )
+        return {"ok": sampled, "failed": errors}
 
 
 def _sampled(kv: tuple[str, Samples]) -> tuple[str, Samples]:
@@ -217,6 +241,21 @@ class VerifyFn(beam.DoFn):
             )
         return None
 
+    def verify_solutions(
+        self, task: TaskRecord, verifier: Verifier, solutions: list[str]
+    ) -> list[RetryOutcome]:
+        """Each solution's verdict (with retries) on the shared pool, cached ones from the
+        rollout cache."""
+
+        def run(sols: list[str]) -> list[RetryOutcome]:
+            def one(sol: str) -> RetryOutcome:
+                return verify_with_retry(lambda: verifier.verify(task, sol), self.retry)
+
+            assert self.pool is not None
+            return list(self.pool.map(one, sols))
+
+        return run(solutions) if self.cache is None else self.cache.verify(task, solutions, run)
+
     def verify_samples(
         self, item: Item, samples: Samples, first: int = 0
     ) -> tuple[list[str], list[Verdict], list[dict[str, Any]]]:
@@ -231,15 +270,7 @@ class VerifyFn(beam.DoFn):
             verifier.calibrate(task, item.reference_s)
         entry = sample_request(item).entry_point
         solutions = [extract_solution(c, task.family, entry) for c in samples.completions]
-
-        def run(sols: list[str]) -> list[RetryOutcome]:
-            def one(sol: str) -> RetryOutcome:
-                return verify_with_retry(lambda: verifier.verify(task, sol), self.retry)
-
-            assert self.pool is not None
-            return list(self.pool.map(one, sols))
-
-        tries = run(solutions) if self.cache is None else self.cache.verify(task, solutions, run)
+        tries = self.verify_solutions(task, verifier, solutions)
         verdicts: list[Verdict] = [t.verdict for t in tries]
         for t in tries:
             count_retry("verify", t)

@@ -57,3 +57,13 @@ def test_a_task_stopped_after_one_round_is_mixed(run: Path) -> None:
     """With the default band only a pass and a failure settle a task before the maximum."""
     early = [r for r in _rows(run, "tasks") if r["n"] == 2]
     assert early and all(r["k"] == 1 for r in early)
+
+
+def test_every_task_is_kept_or_rejected_once_and_one_sandbox_served_every_round(
+    run: Path,
+) -> None:
+    manifest = json.loads((run / "manifest.json").read_text())
+    counts = manifest["counts"]
+    assert counts["input"] == counts["kept"] + counts["rejected"]
+    used = manifest["sandbox"]["used_by_workers"]
+    assert [u["processes"] for u in used] == [1], used  # gates and all rounds: one process

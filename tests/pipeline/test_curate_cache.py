@@ -74,3 +74,18 @@ def test_no_cache_samples_and_verifies_everything_again(
     assert not [k for k in again["stage_counters"] if k.startswith("cache.")]
     assert again["stage_counters"]["verify.pass"] == manifest["stage_counters"]["verify.pass"]
     assert sorted(out.parent.glob("out.rollout-cache/*/part-*")) == parts  # nothing written
+
+
+def test_an_adaptive_run_reuses_the_samples_of_a_fixed_k_run(
+    first: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, _ = first
+    fixed = set(rollouts(out))
+    monkeypatch.setattr(ReplayModelHandler, "load_model", no_sampler)
+    again = curate(out, "--adaptive", "--adaptive-round", "2")
+    counters = again["stage_counters"]
+    drawn = counters["adaptive.samples_drawn"]
+    assert drawn == again["counts"]["rollouts"] < len(fixed)  # some tasks stopped early
+    assert counters["cache.sample_hits"] == counters["cache.verdict_hits"] == drawn
+    assert not {"cache.sample_misses", "cache.verdict_misses"} & set(counters)
+    assert set(rollouts(out)) <= fixed

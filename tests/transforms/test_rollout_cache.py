@@ -13,7 +13,9 @@ from schemas import TaskRecord
 from tests.transforms.add_task import add_task
 from transforms.rollout_cache import CacheConfig, store
 from transforms.rollout_cache.keys import sample_key, sampling_params, verdict_key
+from transforms.rollout_cache.sampler import CachedModelHandler
 from transforms.samplers import SamplerConfig, SampleRequest
+from transforms.samplers.replay import ReplayModelHandler
 
 REQ = SampleRequest("t.add", "code", "Write add(a, b).", "add")
 BASE = SamplerConfig(backend="openai", endpoint="http://h/v1", model="m", samples=4)
@@ -50,6 +52,7 @@ def test_a_changed_sampling_parameter_misses(change: dict[str, Any]) -> None:
         {"request_timeout_s": 5.0},
         {"max_attempts": 1},
         {"api_key_env": "KEY"},
+        {"first_sample": 4},  # the index says which sample it is
     ],
 )
 def test_how_the_sampler_is_driven_does_not_change_the_key(change: dict[str, Any]) -> None:
@@ -78,6 +81,16 @@ def test_every_request_field_is_part_of_the_key(field: str) -> None:
 def test_entry_point_and_sample_index_are_part_of_the_key() -> None:
     assert key_of(BASE, dataclasses.replace(REQ, entry_point=None)) != key_of(BASE)
     assert key_of(BASE, index=1) != key_of(BASE, index=0)
+
+
+def test_an_adaptive_round_keys_its_samples_as_a_fixed_k_run_does() -> None:
+    """Round samples 4..7 have the keys of samples 4..7 of a fixed K=8 request."""
+    fixed = SamplerConfig(backend="replay", replay_path="r.jsonl", samples=8)
+    round2 = dataclasses.replace(fixed, first_sample=4, samples=4)
+    keys = [
+        CachedModelHandler(ReplayModelHandler(c), c, "cache").keys(REQ) for c in (fixed, round2)
+    ]
+    assert keys[1] == keys[0][4:]
 
 
 def test_a_resolved_model_change_misses() -> None:

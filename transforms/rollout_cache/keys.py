@@ -5,9 +5,11 @@ to it later, such as a conversation history, enters the key without a change her
 model, every ``SamplerConfig`` field that can change what is drawn, the seed and the sample
 index. The number of samples K is not part of it: sample j is keyed on its own, so a re-run
 asking for fewer samples reuses the first ones (a re-run asking for more draws the task
-again). A verdict key hashes the task (its verifier spec with the tests, its reference
-solution), the solution, the sandbox settings that can change a verdict and the tasksieve
-version (a new release re-verifies).
+again). Nor is ``first_sample``: the index is the sample's index in the task's run
+(``first_sample + j`` for the j-th of a request), so sample i has one key whether an
+adaptive round or a fixed-K run drew it. A verdict key hashes the task (its verifier spec
+with the tests, its reference solution), the solution, the sandbox settings that can change
+a verdict and the tasksieve version (a new release re-verifies).
 
 What the keys do NOT cover: the bytes of a local model directory (``--model DIR`` is keyed by
 its path: replace the weights under the same path and pass ``--no-cache``), a server that
@@ -33,6 +35,7 @@ KEY_VERSION = 1
 _NOT_SAMPLING = frozenset(
     {
         "samples",
+        "first_sample",  # in the key as the sample's index instead
         "batch_size",
         "cache_dir",
         "max_concurrency",
@@ -60,7 +63,8 @@ def sampling_params(cfg: SamplerConfig, model: Mapping[str, Any]) -> dict[str, A
 
 
 def sample_key(req: SampleRequest, params: Mapping[str, Any], index: int) -> str:
-    """Key of completion ``index`` of ``req`` under ``params`` (from ``sampling_params``)."""
+    """Key of completion ``index`` of ``req`` under ``params`` (from ``sampling_params``);
+    ``index`` counts from the task's first sample, not from the request's ``first_sample``."""
     return digest(
         {
             "kind": "sample",

@@ -120,7 +120,9 @@ class CachedModelHandler(ModelHandler[SampleRequest, Samples, CachedModel]):
         return CachedModel(self.inner, self.root)
 
     def keys(self, req: SampleRequest) -> list[str]:
-        return [sample_key(req, self.params, j) for j in range(self.cfg.samples)]
+        """The keys of the samples ``req`` asks for: indices ``first_sample`` on."""
+        first = self.cfg.first_sample
+        return [sample_key(req, self.params, first + j) for j in range(self.cfg.samples)]
 
     def run_inference(
         self,
