@@ -26,15 +26,21 @@ STAGES: tuple[str, ...] = (
 )
 """The stages in the order records pass them (pipeline/build.py), as ``rejected.stage`` says."""
 
-ERRORS: frozenset[str] = frozenset(f"{stage}.error" for stage in STAGES)
+GUARDED: tuple[str, ...] = STAGES[1:]
+"""The stages whose per-record steps are dead-lettered; Ingest reads files, and a file it
+cannot read ends as ``ingest.unreadable_file`` instead."""
+
+ERRORS: frozenset[str] = frozenset(f"{stage}.error" for stage in GUARDED)
 """``<stage>.error``: the stage raised on the record (``transforms.deadletter``); the detail
 holds the exception and the innermost frames of its traceback."""
 
 
 def error_reason(stage: str) -> str:
     """The code of a record on which ``stage`` raised: ``<stage>.error``."""
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
+    if stage not in GUARDED:
+        raise ValueError(
+            f"unknown stage {stage!r} for an error code; stages are {', '.join(GUARDED)}"
+        )
     return f"{stage}.error"
 
 

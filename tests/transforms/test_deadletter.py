@@ -26,7 +26,7 @@ from transforms.deadletter import (
 )
 from transforms.dedup import DedupConfig, NearDedup
 from transforms.items import Item, Scored
-from transforms.reasons import STAGES, error_reason, is_known
+from transforms.reasons import GUARDED, error_reason, is_known
 from transforms.sampler_guard import Isolating, failed_samples
 from transforms.samplers import SamplerConfig, SampleRequest, Samples
 from transforms.sources import SourceRecord
@@ -58,8 +58,8 @@ def _raised(exc: BaseException) -> BaseException:
 
 
 # ---------------------------------------------------------------- reason codes
-def test_every_stage_has_a_registered_error_code() -> None:
-    assert all(is_known(error_reason(stage)) for stage in STAGES)
+def test_every_guarded_stage_has_a_registered_error_code() -> None:
+    assert all(is_known(error_reason(stage)) for stage in GUARDED)
 
 
 def test_an_unknown_stage_has_no_error_code() -> None:
