@@ -24,7 +24,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from schemas import FeedbackLevel, Rollout, Verdict
+from schemas import FeedbackLevel, Verdict
 from transforms.common import REJECTED, count, rejected
 from transforms.deadletter import DEAD, Attempt, Guarded, merge_rejected
 from transforms.episodes import (
@@ -38,14 +38,13 @@ from transforms.episodes import (
 )
 from transforms.gates import count_retry
 from transforms.items import Item, rejection
-from transforms.rollouts import ROLLOUTS, Rollouts, Sample, VerifyFn, sample_request
+from transforms.rollouts import ROLLOUTS, Rollouts, Sample, VerifyFn, rollout_row, sample_request
 from transforms.sampler_guard import failed_samples
 from transforms.samplers import SamplerConfig, Samples, extract_solution
 from transforms.stats import BandConfig
 from verifiers import SandboxConfig, UnsupportedFamily
 from verifiers.feedback import resolve_level
 from verifiers.retry import RetryPolicy
-from verifiers.rewards import Reward, reward
 
 log = logging.getLogger("tasksieve.episodes")
 DONE = "done"
@@ -181,25 +180,9 @@ class TurnFn(VerifyFn):
         self, state: EpisodeState, e: Episode, got: Samples, comp: str, sol: str, v: Verdict
     ) -> dict[str, Any]:
         count(f"verify.{v.status}")
-        task = state.item.task
-        earned = reward(v, task.reward, state.item.reference_s)
         columns = {**got.columns(0), "turn": self.turn}
-        row = Rollout(
-            task_id=task.id,
-            family=task.family,
-            sample_index=e.index,
-            model_id=got.model_id,
-            sampler=got.sampler,
-            completion=comp,
-            solution=sol,
-            verdict=v,
-            run_id=self.run_id,
-            reward=earned.value if isinstance(earned, Reward) else None,
-            reward_components=earned.components if isinstance(earned, Reward) else None,
-            feedback=previous_feedback(e) if self.turn > 1 else None,
-            **columns,
-        )
-        return row.model_dump()
+        feedback = previous_feedback(e) if self.turn > 1 else None
+        return rollout_row(state.item, got, e.index, comp, sol, v, self.run_id, columns, feedback)
 
 
 def _join(kv: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[tuple[EpisodeState, Answers]]:

@@ -162,6 +162,41 @@ def count_shortfall(samples: Samples) -> None:
         )
 
 
+def rollout_row(
+    item: Item,
+    samples: Samples,
+    index: int,
+    completion: str,
+    solution: str,
+    verdict: Verdict,
+    run_id: str,
+    columns: dict[str, Any],
+    feedback: str | None = None,
+) -> dict[str, Any]:
+    """One rollout row: the sample, its verdict and the reward it earned (null on infra_error).
+
+    ``columns`` are the sampler's per-sample columns (``Samples.columns``; a later turn sets
+    its ``turn`` there); ``feedback`` is what the model was told before this attempt."""
+    task = item.task
+    earned = reward(verdict, task.reward, item.reference_s)
+    row = Rollout(
+        task_id=task.id,
+        family=task.family,
+        sample_index=index,
+        model_id=samples.model_id,
+        sampler=samples.sampler,
+        completion=completion,
+        solution=solution,
+        verdict=verdict,
+        run_id=run_id,
+        reward=earned.value if isinstance(earned, Reward) else None,
+        reward_components=earned.components if isinstance(earned, Reward) else None,
+        feedback=feedback,
+        **columns,
+    )
+    return row.model_dump()
+
+
 class VerifyFn(beam.DoFn):
     """Verify every sample of a task in the sandbox; emit rollouts and the task's k of n."""
 
@@ -279,22 +314,10 @@ class VerifyFn(beam.DoFn):
             zip(samples.completions, solutions, verdicts, strict=True)
         ):
             count(f"verify.{verdict.status}")
-            earned = reward(verdict, task.reward, item.reference_s)
-            row = Rollout(
-                task_id=task.id,
-                family=task.family,
-                sample_index=first + i,
-                model_id=samples.model_id,
-                sampler=samples.sampler,
-                completion=comp,
-                solution=sol,
-                verdict=verdict,
-                run_id=self.run_id,
-                reward=earned.value if isinstance(earned, Reward) else None,
-                reward_components=earned.components if isinstance(earned, Reward) else None,
-                **samples.columns(i),
+            row = rollout_row(
+                item, samples, first + i, comp, sol, verdict, self.run_id, samples.columns(i)
             )
-            rows.append(row.model_dump())
+            rows.append(row)
         return solutions, verdicts, rows
 
     def process(self, pair: tuple[Item, Samples]) -> Iterator[Any]:

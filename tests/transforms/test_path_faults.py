@@ -123,8 +123,8 @@ def turns(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dic
         _plant(
             mp,
             lambda self, batch, *a: any(r.task_id == SAMPLER_HIT and r.turn == 2 for r in batch),
-            (
-                transforms.episode_stages,
+            (  # every path builds its rows through transforms.rollouts.rollout_row
+                transforms.rollouts,
                 lambda **kw: kw["task_id"] == VERIFY_HIT and kw["turn"] == 2,
             ),
         )
