@@ -26,6 +26,7 @@ import transforms.score
 import transforms.validate
 from pipeline.cli import main
 from transforms.contamination_sets import ContaminationIndex
+from transforms.reasons import GUARDED
 from transforms.samplers.replay import ReplayModelHandler
 
 # name -> (what the function does, its body, three inputs and outputs for the asserts)
@@ -45,18 +46,7 @@ FUNCS: dict[str, tuple[str, str, list[tuple[int, Any]]]] = {
     "lastdigit": ("extracts the final decimal digit", "abs(x) % 10", [(37, 7), (-4, 4), (9, 9)]),
     "tenfold": ("scales a measurement by ten", "10 * x", [(3, 30), (-4, -40), (9, 90)]),
 }
-STAGES = (
-    "validate",
-    "exact_dedup",
-    "near_dedup",
-    "decontaminate",
-    "gates",
-    "test_strength",
-    "rollouts",
-    "verify",
-    "ambiguity",
-    "filter",
-)
+STAGES = GUARDED  # every stage whose per-record steps are dead-lettered
 SAMPLER = "sampler"
 PLANTED = dict(zip((*STAGES, SAMPLER), FUNCS, strict=False))  # stage -> the task it crashes on
 BYSTANDERS = [name for name in FUNCS if name not in PLANTED.values()]
