@@ -26,7 +26,7 @@ from schemas import Manifest
 from transforms.decontaminate import DecontamConfig
 from transforms.gates import GatesConfig
 from transforms.rollout_cache import CacheConfig
-from transforms.samplers import SamplerConfig
+from transforms.samplers import SamplerConfig, SamplerUnavailable
 from transforms.samplers.vllm_args import VLLMServerError
 from transforms.stats import BandConfig
 from verifiers import SandboxConfig
@@ -170,6 +170,7 @@ def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
         SandboxUnavailable,
         OSError,
         VLLMServerError,
+        SamplerUnavailable,
     ) as exc:
         console.print(f"[red]tasksieve curate: error:[/red] {exc}", highlight=False)
         return 2

@@ -13,9 +13,10 @@ Counter ``rollouts.sampler_errors``: one per task that ends with an error this w
 ``rollouts.errors``, which counts the ``rollouts.error`` rejections of the stage's own steps).
 
 It does NOT guard against a model that cannot be loaded (``load_model`` runs in the DoFn's
-setup: a configuration error, which fails the run) or a sampler that hangs (no timeout here;
-the openai backend has its own request timeouts). Re-running a failed batch one request at a
-time costs a model call per request: cheap next to a run that stops.
+setup, or on the first cache miss; ``SamplerUnavailable`` stops the run) or a sampler that
+hangs (no timeout here; the openai backend has its own request timeouts). Re-running a
+failed batch one request at a time costs a model call per request: cheap next to a run that
+stops.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from apache_beam.ml.inference.base import ModelHandler
 
 from transforms.common import count
 from transforms.deadletter import BeamError, Fault, fault_from, fault_of, records_in
-from transforms.samplers import SamplerConfig, SampleRequest, Samples, model_id
+from transforms.samplers import SamplerConfig, SampleRequest, SamplerUnavailable, Samples, model_id
 
 log = logging.getLogger("tasksieve.rollouts")
 STAGE = "rollouts"
@@ -65,6 +66,8 @@ class Isolating(ModelHandler[SampleRequest, Samples, Any]):
         """The inner handler's result, or, if it raises, each request's own result or error."""
         try:
             return list(self._inner.run_inference(batch, model, inference_args))
+        except SamplerUnavailable:
+            raise  # no request would fare better alone: the run stops
         except Exception as exc:
             if len(batch) == 1:
                 return [error_samples(batch[0].task_id, fault_of(STAGE, exc), self._cfg)]
@@ -73,6 +76,8 @@ class Isolating(ModelHandler[SampleRequest, Samples, Any]):
         for req in batch:
             try:
                 out.extend(self._inner.run_inference([req], model, inference_args))
+            except SamplerUnavailable:
+                raise
             except Exception as exc:
                 out.append(error_samples(req.task_id, fault_of(STAGE, exc), self._cfg))
         return out
@@ -140,6 +145,8 @@ def failed_samples(
     """``(task_id, error Samples)`` for every task of a failed request or batch; the error is
     a ``Fault`` or what Beam's exception handling recorded."""
     element, error = dead
+    if not isinstance(error, Fault) and issubclass(error[0], SamplerUnavailable):
+        raise SamplerUnavailable(fault_from(STAGE, error).message)  # the run stops
     fault = error if isinstance(error, Fault) else fault_from(STAGE, error)
     seen: set[str] = set()
     for tid in _task_ids(element):

@@ -196,10 +196,13 @@ def test_later_remote_run_cleans_the_failed_staging(remote: Attempts) -> None:
 
 
 # ---------------------------------------------------------------- local output
+CACHE = "out.rollout-cache"  # the rollout cache, kept beside the output on purpose
+
+
 def test_failed_local_run_keeps_its_staging_beside_the_output(local: Attempts) -> None:
     assert local.failed_code == 2 and FAULT in local.failed_err
     assert not any(k.startswith("out/") for k in local.after_failure)
-    staged = {k.split("/")[0] for k in local.after_failure}
+    staged = {k.split("/")[0] for k in local.after_failure} - {CACHE}
     (staging,) = staged
     assert staging.startswith(".out.staging-") and f"{staging}/FAILED" in local.after_failure
     assert staging.removeprefix(".out.staging-") in local.failed_err
@@ -207,7 +210,7 @@ def test_failed_local_run_keeps_its_staging_beside_the_output(local: Attempts) -
 
 def test_later_local_run_cleans_the_failed_staging(local: Attempts) -> None:
     assert local.ok_code == 0
-    assert {k.split("/")[0] for k in local.after_ok} == {"out"}
+    assert {k.split("/")[0] for k in local.after_ok} == {"out", CACHE}
 
 
 # ---------------------------------------------------------------- corrupt inputs

@@ -25,6 +25,7 @@ from transforms.rollout_cache.keys import sample_key, sampling_params
 from transforms.rollout_cache.store import SAMPLES, load, write_part
 from transforms.samplers import SamplerConfig, SampleRequest, Samples, model_id
 from transforms.samplers.config import CompletionMeta
+from transforms.samplers.errors import SamplerUnavailable
 
 log = logging.getLogger("tasksieve.rollout_cache")
 
@@ -65,7 +66,14 @@ class CachedModel:
         """The wrapped sampler's model, loaded on first use (once per worker process)."""
         with self._lock:
             if not self._loaded:
-                self._model = self.inner.load_model()
+                try:
+                    self._model = self.inner.load_model()
+                except SamplerUnavailable:
+                    raise
+                except Exception as exc:  # the run stops: no task could be sampled
+                    raise SamplerUnavailable(
+                        f"the sampler's model could not be loaded: {type(exc).__name__}: {exc}"
+                    ) from exc
                 self._loaded = True
         return self._model
 
@@ -114,6 +122,12 @@ class CachedModelHandler(ModelHandler[SampleRequest, Samples, CachedModel]):
 
     def share_model_across_processes(self) -> bool:
         return self.inner.share_model_across_processes()
+
+    def get_resource_hints(self) -> dict[str, Any]:
+        return self.inner.get_resource_hints()  # e.g. the vLLM sampler's accelerator
+
+    def set_environment_vars(self) -> None:
+        self.inner.set_environment_vars()
 
     def load_model(self) -> CachedModel:
         """Load the cached samples (the wrapped model waits for the first miss)."""

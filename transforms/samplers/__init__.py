@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from transforms.samplers.config import CompletionMeta, SamplerConfig, SampleRequest, Samples
+from transforms.samplers.config import (
+    CompletionMeta,
+    SamplerConfig,
+    SampleRequest,
+    Samples,
+)
+from transforms.samplers.errors import SamplerUnavailable
 from transforms.samplers.extract import extract_solution
 from transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
 from transforms.samplers.prompts import render_messages
@@ -23,6 +29,7 @@ __all__ = [
     "CompletionMeta",
     "SampleRequest",
     "SamplerConfig",
+    "SamplerUnavailable",
     "Samples",
     "ensure_default_model",
     "extract_solution",

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from transforms.samplers.errors import SamplerUnavailable
+
 APIS: tuple[str, ...] = ("chat", "completions")
 RESERVED: dict[str, str] = {
     "model": "pass the model with --model",
@@ -99,7 +101,7 @@ def check_vllm_fields(
         check_accelerator(accelerator)
 
 
-class VLLMServerError(RuntimeError):
+class VLLMServerError(SamplerUnavailable):
     """The vLLM server did not start, or died and could not be restarted: the run stops.
 
     Not a per-task failure: every later task would wait for the same server to start.
