@@ -20,7 +20,11 @@ URN = resource_hints.ACCELERATOR.urn
 
 
 def _hinted(accelerator: str | None, tmp: str) -> dict[str, bytes]:
-    """Leaf transforms of the curate pipeline whose environment has an accelerator hint."""
+    """Transforms of the curate pipeline whose environment has an accelerator hint.
+
+    With the sampler's dead-letter output the inference ParDo sits inside Beam's
+    exception-handling composite, which carries the hint too; both must be parts of the
+    RunInference step."""
     sampler = SamplerConfig(backend="vllm", model="org/model", accelerator=accelerator)
     cfg = CurateConfig(inputs=("examples/tasks/sql.jsonl",), output=tmp, sampler=sampler)
     p = beam.Pipeline()
@@ -31,7 +35,6 @@ def _hinted(accelerator: str | None, tmp: str) -> dict[str, bytes]:
     for t in proto.components.transforms.values():
         hints = envs[t.environment_id].resource_hints if t.environment_id else {}
         if URN in hints:
-            assert not t.subtransforms, f"{t.unique_name}: a composite holds the hint"
             out[t.unique_name] = hints[URN]
     return out
 
@@ -40,9 +43,9 @@ def test_the_accelerator_is_on_the_inference_step_and_no_other(
     tmp_path: Path,
 ) -> None:
     hinted = _hinted(ACCEL, str(tmp_path))
-    assert list(hinted.values()) == [ACCEL.encode()]
-    (name,) = hinted
-    assert name.startswith("Rollouts/") and name.endswith("/BeamML_RunInference")
+    assert hinted and set(hinted.values()) == {ACCEL.encode()}
+    for name in hinted:  # the inference step and what Beam nests in it, nothing else
+        assert name.startswith("Rollouts/") and "/BeamML_RunInference" in name, name
 
 
 def test_no_accelerator_no_hint(tmp_path: Path) -> None:
