@@ -10,7 +10,7 @@ import pytest
 from apache_beam.ml.inference.base import ModelHandler
 
 from transforms.deadletter import fault_of
-from transforms.rollout_cache.sampler import CachedModelHandler
+from transforms.rollout_cache.sampler import CachedModelHandler, wrap_handler
 from transforms.sampler_guard import Isolating, failed_samples
 from transforms.samplers import SamplerConfig, SampleRequest, SamplerUnavailable, Samples
 
@@ -67,3 +67,16 @@ def test_the_cache_forwards_the_samplers_resource_hints(tmp_path: Path) -> None:
     inner = _Broken(hint="type:nvidia-l4;count:1")
     wrapped = Isolating(CachedModelHandler(inner, CFG, str(tmp_path / "cache")), CFG)
     assert wrapped.get_resource_hints() == {"accelerator": "type:nvidia-l4;count:1"}
+
+
+class _Shared(_Broken):
+    """A sampler whose one model serves every process of a machine (as the vLLM server)."""
+
+    def share_model_across_processes(self) -> bool:
+        return True
+
+
+def test_a_sampler_sharing_its_model_across_processes_is_not_wrapped(tmp_path: Path) -> None:
+    shared = _Shared()
+    assert wrap_handler(shared, CFG, str(tmp_path / "cache")) is shared
+    assert isinstance(wrap_handler(_Broken(), CFG, str(tmp_path / "cache")), CachedModelHandler)

@@ -121,7 +121,7 @@ class CachedModelHandler(ModelHandler[SampleRequest, Samples, CachedModel]):
         return self.inner.batch_elements_kwargs()
 
     def share_model_across_processes(self) -> bool:
-        return self.inner.share_model_across_processes()
+        return False  # wrap_handler leaves samplers that share their model unwrapped
 
     def get_resource_hints(self) -> dict[str, Any]:
         return self.inner.get_resource_hints()  # e.g. the vLLM sampler's accelerator
@@ -191,5 +191,17 @@ class CachedModelHandler(ModelHandler[SampleRequest, Samples, CachedModel]):
 def wrap_handler(
     inner: ModelHandler[SampleRequest, Samples, Any], cfg: SamplerConfig, root: str | None
 ) -> ModelHandler[SampleRequest, Samples, Any]:
-    """``inner`` behind the cache at ``root`` (None: ``inner`` itself)."""
-    return inner if root is None else CachedModelHandler(inner, cfg, root)
+    """``inner`` behind the cache at ``root`` (None: ``inner`` itself).
+
+    A sampler whose model is shared by every process of a worker machine (the vLLM server,
+    through Beam's multi-process sharing) is left unwrapped: the cache's model is per process
+    and would start one server per process. Such a run samples every time (logged)."""
+    if root is None:
+        return inner
+    if inner.share_model_across_processes():
+        log.warning(
+            "rollout cache: off for the %s sampler (one model shared across processes)",
+            cfg.backend,
+        )
+        return inner
+    return CachedModelHandler(inner, cfg, root)
