@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
@@ -133,3 +134,14 @@ def _reset(h: BaseHTTPRequestHandler) -> None:
     with contextlib.suppress(OSError):
         h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         h.connection.close()
+
+
+def code_task(tid: str, fn: str, prompt: str, asserts: list[str], ref: str) -> dict[str, Any]:
+    """A code task record (asserts style) for the end-to-end sampler runs."""
+    return {
+        "id": tid,
+        "family": "code",
+        "prompt": prompt,
+        "verifier": {"family": "code", "style": "asserts", "entry_point": fn, "asserts": asserts},
+        "reference_solution": ref,
+    }

@@ -21,7 +21,7 @@ import pytest
 
 from benchmarks.local_server import ServeProcess, free_port, serve_command
 from pipeline.cli import main
-from tests.pipeline.openai_server import FaultProxy
+from tests.pipeline.openai_server import FaultProxy, code_task
 
 pytestmark = [pytest.mark.slow, pytest.mark.torch]
 
@@ -38,32 +38,22 @@ K = 2
 MAX_TOKENS = 32
 
 
-def _task(tid: str, fn: str, prompt: str, asserts: list[str], ref: str) -> dict[str, Any]:
-    return {
-        "id": tid,
-        "family": "code",
-        "prompt": prompt,
-        "verifier": {"family": "code", "style": "asserts", "entry_point": fn, "asserts": asserts},
-        "reference_solution": ref,
-    }
-
-
 TASKS = [
-    _task(
+    code_task(
         "oa-add",
         "add",
         "Write a Python function add(a, b) that returns the sum of a and b.",
         ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(5, 7) == 12"],
         "def add(a, b):\n    return a + b\n",
     ),
-    _task(
+    code_task(
         "oa-even",
         "is_even",
         "Write a Python function is_even(n) that returns True if n is even, else False.",
         ["assert is_even(2) is True", "assert is_even(7) is False", "assert is_even(0) is True"],
         "def is_even(n):\n    return n % 2 == 0\n",
     ),
-    _task(
+    code_task(
         "oa-max",
         "biggest",
         "Write a Python function biggest(xs) that returns the largest number in the list xs.",
@@ -198,7 +188,7 @@ def test_rollout_rows_say_how_each_sample_was_drawn(
         assert len({r["prompt_hash"] for r in rows}) == 1
 
 
-def test_server_killed_and_restarted_mid_run_loses_no_task(
+def test_server_killed_and_restarted_mid_run_loses_nocode_task(
     tmp_path: Path, server: ServeProcess
 ) -> None:
     """The server dies under the first request; it comes back once a task has failed."""

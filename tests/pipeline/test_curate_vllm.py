@@ -28,6 +28,7 @@ import pytest
 
 from benchmarks.local_server import serve_command
 from pipeline.cli import main
+from tests.pipeline.openai_server import code_task
 
 pytestmark = [pytest.mark.slow, pytest.mark.torch]
 
@@ -45,25 +46,15 @@ K = 2
 MAX_TOKENS = 24
 
 
-def _task(tid: str, fn: str, prompt: str, asserts: list[str], ref: str) -> dict[str, Any]:
-    return {
-        "id": tid,
-        "family": "code",
-        "prompt": prompt,
-        "verifier": {"family": "code", "style": "asserts", "entry_point": fn, "asserts": asserts},
-        "reference_solution": ref,
-    }
-
-
 TASKS = [
-    _task(
+    code_task(
         "vl-add",
         "add",
         "Write a Python function add(a, b) that returns the sum of a and b.",
         ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(5, 7) == 12"],
         "def add(a, b):\n    return a + b\n",
     ),
-    _task(
+    code_task(
         "vl-even",
         "is_even",
         "Write a Python function is_even(n) that returns True if n is even, else False.",
