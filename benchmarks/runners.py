@@ -5,7 +5,8 @@ Runners: ``in-memory`` (the default DirectRunner mode, the baseline), ``multi-pr
 PortableRunner against Beam's Python job service with an external worker pool: separate SDK
 worker processes, ``pipeline.local_portable``). Every run is a fresh ``python -m
 pipeline.cli curate`` process (replay sampler, detectors off) on the same input; rounds are
-interleaved in a rotated order so drift in machine load hits every runner alike, and the
+interleaved in a rotated order so drift in machine load hits every runner alike; every round
+checks that the runners kept and rejected the same counts per reason, and the
 figure is the median wall time over the rounds. The job service and worker pool are started
 once, before the rounds, and their start-up is printed apart (a cluster keeps them running).
 
@@ -15,6 +16,7 @@ once, before the rounds, and their start-up is printed apart (a cluster keeps th
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -52,8 +54,15 @@ def curate_argv(inputs: str, out: Path, samples: int, beam_args: list[str]) -> l
         str(samples),
         "--no-weak-tests",
         "--no-ambiguity",
+        "--no-cache",  # every round samples and verifies: a cached re-run would time nothing
         *beam_args,
     ]
+
+
+def outcome(out: Path) -> tuple[object, object]:
+    """What a run decided: its counts and rejections per reason (from its manifest)."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    return manifest["counts"], manifest["rejected_by_reason"]
 
 
 def timed(argv: list[str]) -> float:
@@ -87,6 +96,9 @@ def main(argv: list[str] | None = None) -> None:
                 out = Path(tmp) / name
                 walls[name].append(timed(curate_argv(args.input, out, args.samples, runners[name])))
                 print(f"round {r + 1} {name}: {walls[name][-1]:.1f} s", flush=True)
+            decided = {name: outcome(Path(tmp) / name) for name in runners}
+            if any(d != decided[BASELINE] for d in decided.values()):
+                sys.exit(f"round {r + 1}: the runners decided differently: {decided}")
     base = statistics.median(walls[BASELINE])
     load = os.getloadavg()[0]
     print(f"\ninput {args.input}, {args.samples} samples, {args.rounds} rounds, load {load:.1f}")
