@@ -35,7 +35,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy schemas verifiers transforms pipeline
+	$(BIN)/mypy -p tasksieve
 
 unit: setup
 	$(BIN)/pytest -q
@@ -43,7 +43,7 @@ unit: setup
 test: lint typecheck unit
 
 schemas: setup
-	$(PY) -m schemas.export
+	$(PY) -m tasksieve.schemas.export
 
 bench: setup
 	$(PY) -m benchmarks.sandbox_throughput --rounds 3 --workers 4

@@ -3,14 +3,15 @@
 Each DAG run curates into ``ROOT/runs/<run-name>/`` (the run name is the Airflow run id with
 characters other than letters, digits, ``.``, ``_`` and ``-`` replaced by ``_``); the gate runs
 ``tasksieve check`` on it, and only a run that passed is published by pointing the
-``ROOT/current`` symlink at it (``pipeline.publish``: a rename, so readers never see a missing
+``ROOT/current`` symlink at it (``pipeline.outputs.publish``: a rename, so readers never see a
+missing
 link). A failed gate leaves ``current`` where it was; earlier runs stay readable.
 
 Settings: every DAG param left at ``null`` falls back to the Airflow Variable
 ``tasksieve_<param>`` (JSON, or a plain string), then to the built-in default in ``DEFAULTS``.
 Nothing here needs editing to change inputs, runner or options.
 
-The curate step runs ``python -m pipeline.beam_main`` through the Apache Beam provider's
+The curate step runs ``python -m pipeline.curate.beam_main`` through the Apache Beam provider's
 ``BeamHook`` (the same command the provider's ``BeamRunPythonPipelineOperator`` builds:
 interpreter, module, ``--runner=...``, then every pipeline option as ``--key=value``), so the
 runner is a setting: DirectRunner here, DataflowRunner / FlinkRunner / SparkRunner with their
@@ -116,7 +117,7 @@ def _python() -> str:
 
 
 def _cli(python: str, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [python, "-m", "pipeline.cli", *args]
+    cmd = [python, "-m", "tasksieve.pipeline.cli", *args]
     log.info("running %s", shlex.join(cmd))
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
@@ -202,7 +203,7 @@ with DAG(
     @task(task_id="resolve_config", retries=2, execution_timeout=timedelta(minutes=2))
     def resolve_config() -> dict[str, Any]:
         """Params, Variables and defaults merged into the run's settings."""
-        from pipeline.publish import RUNS
+        from tasksieve.pipeline.outputs.publish import RUNS
 
         ctx = get_current_context()
         params: Mapping[str, Any] = ctx["params"]
@@ -270,7 +271,7 @@ with DAG(
         Path(cfg["run_dir"]).parent.mkdir(parents=True, exist_ok=True)
         BeamHook(runner=cfg["runner"]).start_python_pipeline(
             variables=options,
-            py_file="pipeline.beam_main",
+            py_file="tasksieve.pipeline.curate.beam_main",
             py_options=["-m"],
             py_interpreter=cfg["python"],
         )
@@ -334,7 +335,7 @@ with DAG(
     )
     def publish(cfg: dict[str, Any], curated: dict[str, Any]) -> dict[str, Any]:
         """Point ``ROOT/current`` at this run (refused unless checks.json passed, when on)."""
-        from pipeline.publish import NotPublishable, point_current
+        from tasksieve.pipeline.outputs.publish import NotPublishable, point_current
 
         try:
             current = point_current(

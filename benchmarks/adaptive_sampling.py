@@ -10,7 +10,8 @@ Tasks (each with a true pass probability p):
 
 Each task gets one seeded stream of 16 pass/fail outcomes (sample i is the same in both
 runs, as in the pipeline, where samples are seeded by index). The fixed run labels it from
-all 16; the adaptive run (``transforms.adaptive``) reads the same stream from the start and
+all 16; the adaptive run (``transforms.algorithms.adaptive_stopping``) reads the same stream from
+the start and
 stops when its label is settled, so "labels differing" counts the labels that stopping early
 changed, never sampling noise between two runs. Two more yardsticks: "fixed K=16, rerun"
 compares K=16 with a second K=16 run on fresh samples (how often K=16 itself flips a label),
@@ -33,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.timing import command_line
-from transforms.adaptive import AdaptiveConfig, sample_adaptively
-from transforms.stats import BandConfig
+from tasksieve.transforms.algorithms.adaptive_stopping import AdaptiveConfig, sample_adaptively
+from tasksieve.transforms.algorithms.stats import BandConfig
 
 K = 16
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,9 +63,9 @@ def replay_pass_rates() -> list[float]:
     """Per replay task, the fraction of its recorded completions the verifier passes."""
     import json
 
-    from schemas import CodeSpec, TaskRecord
-    from transforms.samplers import extract_solution
-    from verifiers import get_verifier, make_sandbox
+    from tasksieve.schemas import CodeSpec, TaskRecord
+    from tasksieve.transforms.samplers import extract_solution
+    from tasksieve.verifiers import get_verifier, make_sandbox
 
     tasks: dict[str, TaskRecord] = {}
     for path in sorted((ROOT / "examples" / "tasks").glob("*.jsonl")):

@@ -1,12 +1,12 @@
 """CLI start-up: wall time of each subcommand against a bare ``import pyarrow, pydantic``.
 
-Every command runs as a fresh ``python`` process from this checkout (``-m pipeline.cli``,
+Every command runs as a fresh ``python`` process from this checkout (``-m tasksieve.pipeline.cli``,
 what the ``tasksieve`` script runs). Rounds are interleaved (each round runs every command
 once, in a rotated order) so drift in machine load hits all commands alike; the figure is
 the median over the rounds. The floor is ``python -c "import pyarrow, pydantic"`` measured
 in the same rounds; the goal is ``validate`` and ``verify`` within 0.3 s of it. ``verify``
 also starts the process sandbox and runs the solution: the "verify imports" row
-(``import pipeline.verify_run`` alone) separates the import cost from the sandbox's. CPU
+(``import pipeline.commands.verify_run`` alone) separates the import cost from the sandbox's. CPU
 seconds (user + system of the process and the children it waited for) are printed beside
 the wall time: on a busy machine they move much less than wall time does. ``--also DIR``
 adds the validate and verify rows run from another source tree (e.g. an older commit
@@ -34,15 +34,15 @@ GOAL_S = 0.3
 # name -> (argv after the interpreter, exit statuses that count as a normal run, source tree)
 COMMANDS: dict[str, tuple[list[str], set[int], Path]] = {
     "floor: import pyarrow, pydantic": (["-c", "import pyarrow, pydantic"], {0}, ROOT),
-    "tasksieve --version": (["-m", "pipeline.cli", "--version"], {0}, ROOT),
+    "tasksieve --version": (["-m", "tasksieve.pipeline.cli", "--version"], {0}, ROOT),
     "tasksieve validate examples/tasks": (
-        ["-m", "pipeline.cli", "validate", "examples/tasks"],
+        ["-m", "tasksieve.pipeline.cli", "validate", "examples/tasks"],
         {1},  # examples/tasks/problems.jsonl is invalid on purpose
         ROOT,
     ),
-    "verify imports (no run)": (["-c", "import pipeline.verify_run"], {0}, ROOT),
+    "verify imports (no run)": (["-c", "import tasksieve.pipeline.commands.verify_run"], {0}, ROOT),
     "tasksieve verify add_good.py": (
-        ["-m", "pipeline.cli", "verify", "--task", TASK, "--solution", GOOD],
+        ["-m", "tasksieve.pipeline.cli", "verify", "--task", TASK, "--solution", GOOD],
         {0},
         ROOT,
     ),

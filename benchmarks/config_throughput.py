@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from schemas import ConfigSpec, TaskRecord, Verdict
+from tasksieve.schemas import ConfigSpec, TaskRecord, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args(argv)
     print("command: python -m benchmarks.config_throughput " + shlex.join(argv or sys.argv[1:]))
-    from verifiers.families.config.judge import judge
-    from verifiers.families.config.verifier import ConfigVerifier
+    from tasksieve.verifiers.families.config.judge import judge
+    from tasksieve.verifiers.families.config.verifier import ConfigVerifier
 
     tasks = load_tasks()
     verifier = ConfigVerifier(None)  # type: ignore[arg-type]  # config needs no sandbox

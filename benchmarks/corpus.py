@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from transforms.textsim import jaccard
+from tasksieve.transforms.algorithms.textsim import jaccard
 
 Pairs = set[tuple[int, int]]
 SYLL = ["ka", "lo", "mi", "ren", "tu", "sa", "vel", "po", "dri", "an", "ex", "or", "qui", "zen"]

@@ -38,8 +38,8 @@ def child(tokens: int, policy: str) -> None:
     """Measure one setting in this (fresh) process and print {threads, tokens_per_s}."""
     if policy == "default":
         import torch
-    from transforms.samplers import SamplerConfig
-    from transforms.samplers.hf import TransformersModelHandler
+    from tasksieve.transforms.samplers import SamplerConfig
+    from tasksieve.transforms.samplers.hf import TransformersModelHandler
 
     handler = TransformersModelHandler(SamplerConfig(max_new_tokens=tokens))
     loaded = handler.load_model()

@@ -21,12 +21,12 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from benchmarks.timing import command_line, machine_line
-from schemas import TaskRecord
-from transforms.common import REJECTED
-from transforms.deadletter import Guarded
-from transforms.items import Item, Scored
-from transforms.score import FilterFn
-from transforms.stats import BandConfig
+from tasksieve.schemas import TaskRecord
+from tasksieve.transforms.algorithms.stats import BandConfig
+from tasksieve.transforms.filter import FilterFn
+from tasksieve.transforms.runtime.common import REJECTED
+from tasksieve.transforms.runtime.deadletter import Guarded
+from tasksieve.transforms.runtime.items import Item, Scored
 
 
 def scored(n: int) -> list[Scored]:

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, replace
 
 from benchmarks.rewordings import KINDS, Problem, humaneval_rows, load_mbpp, load_problems, reword
-from transforms.contamination_sets import ContaminationIndex, IndexSettings, load_humaneval
+from tasksieve.transforms.decontam.sets import ContaminationIndex, IndexSettings, load_humaneval
 
 
 @dataclass(frozen=True)

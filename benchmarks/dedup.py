@@ -15,7 +15,7 @@ measured exactly). Methods, on the same shingles (word 3-grams) and permutations
   (3) as (2) with ``LeanMinHash`` signatures in the LSH (datasketch's small-memory form);
   (4a) ours, vectorised: the plain functions the Beam DoFns call (batched shingle hashing,
       one-permutation MinHash, band keys, candidate pairs, ``confirm_flat``);
-  (4b) ours through the pipeline's code path: ``transforms.dedup.NearDedup`` on Beam's
+  (4b) ours through the pipeline's code path: ``transforms.dedup.near.NearDedup`` on Beam's
       DirectRunner over the same corpus. Its time is reported beside the time of the same
       pipeline with NearDedup replaced by a pass-through (Create, counting), so Beam's fixed
       start-up and element transport are visible; its drops are checked against (4a).
@@ -41,9 +41,21 @@ import numpy as np
 
 from benchmarks import decontam_eval
 from benchmarks.corpus import Pairs, ground_truth, make_corpus
-from transforms.minhash import EMPTY, MinHasher, band_keys, candidate_pairs, choose_banding, explain
-from transforms.neardup import confirm_flat
-from transforms.textsim import ShingleConfig, jaccard, shingle_hashes_flat, shingles
+from tasksieve.transforms.algorithms.minhash import (
+    EMPTY,
+    MinHasher,
+    band_keys,
+    candidate_pairs,
+    choose_banding,
+    explain,
+)
+from tasksieve.transforms.algorithms.textsim import (
+    ShingleConfig,
+    jaccard,
+    shingle_hashes_flat,
+    shingles,
+)
+from tasksieve.transforms.dedup.index_store import confirm_flat
 
 Method = Callable[[list[str]], Any]
 
@@ -114,8 +126,8 @@ def ours(texts: list[str], cfg: ShingleConfig, num_perm: int, t: float, batch: i
 
 
 def _items(texts: list[str]) -> list[Any]:
-    from schemas import TaskRecord
-    from transforms.items import Item
+    from tasksieve.schemas import TaskRecord
+    from tasksieve.transforms.runtime.items import Item
 
     spec = {"family": "code", "style": "asserts", "entry_point": "f", "asserts": ["assert f()"]}
     return [
@@ -140,7 +152,7 @@ def beam_run(texts: list[str], t: float, num_perm: int, dedup: bool) -> set[int]
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from transforms.dedup import DedupConfig, NearDedup
+    from tasksieve.transforms.dedup.near import DedupConfig, NearDedup
 
     items = _items(texts)
     opts = PipelineOptions(["--direct_num_workers=1", "--direct_running_mode=in_memory"])
@@ -289,7 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"check: {stray} of 20000 random cross-family pairs have Jaccard >= 0.3")
     pos = decontam_eval.positives()
     neg = decontam_eval.negatives(args.mbpp_sdist)
-    from transforms.contamination_sets import IndexSettings
+    from tasksieve.transforms.decontam.sets import IndexSettings
 
     rows = (
         [decontam_eval.measure(IndexSettings(), pos, neg)]

@@ -5,13 +5,13 @@
 An index of ``--history`` generated tasks (random word prompts, 40-80 words from a 5,000-word
 vocabulary), written as ``--parts`` parts (one per earlier run), and ``--new`` candidates, a
 tenth of them near copies of indexed tasks (two words changed), the rest fresh. Both ways
-run ``transforms.dedup.NearDedup`` on Beam's DirectRunner (in memory, one worker) over the
+run ``transforms.dedup.near.NearDedup`` on Beam's DirectRunner (in memory, one worker) over the
 same candidates and index:
 
   shuffle  ``index_lookup="shuffle"``: the index entries join the band GroupByKey and both
            exact-Jaccard CoGroupByKeys, as before the lookup existed (the named baseline);
   worker   ``index_lookup="worker"``: each worker loads the index once and looks each
-           candidate up (``transforms.neardup_lookup``); only the candidates are shuffled.
+           candidate up (``transforms.dedup.index_lookup``); only the candidates are shuffled.
 
 Every round runs both in the same order; the ratio is per round. The two must drop the same
 candidates (checked). Also reported: the time to load the index into one worker, its bytes
@@ -27,11 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from transforms.dedup import DedupConfig
-from transforms.minhash import MinHasher
-from transforms.neardup import index_files, write_index_part
-from transforms.neardup_compact import compact_index
-from transforms.neardup_lookup import LoadedIndex
+from tasksieve.transforms.algorithms.minhash import MinHasher
+from tasksieve.transforms.dedup.index_compact import compact_index
+from tasksieve.transforms.dedup.index_lookup import LoadedIndex
+from tasksieve.transforms.dedup.index_store import index_files, write_index_part
+from tasksieve.transforms.dedup.near import DedupConfig
 
 
 def vocabulary(size: int = 5000) -> list[str]:
@@ -79,7 +79,7 @@ def dropped(texts: list[str], cfg: DedupConfig) -> set[int]:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from benchmarks.dedup import _items
-    from transforms.dedup import NearDedup
+    from tasksieve.transforms.dedup.near import NearDedup
 
     opts = PipelineOptions(["--direct_num_workers=1", "--direct_running_mode=in_memory"])
     with tempfile.TemporaryDirectory() as tmp:

@@ -6,10 +6,11 @@ The set (``tests/data/labelled/``): ``tasks.jsonl`` (tasks in the project's sche
 ``weak_tests`` / ``ambiguous`` / ``flaky`` / ``sound``, and the three booleans). Every task is
 run through the functions the pipeline runs, in the pipeline's order:
 
-1. ``transforms.gates.run_gates`` (``--reference-runs`` runs): the flaky detector fires when
+1. ``transforms.reliability.gates.run_gates`` (``--reference-runs`` runs): the flaky detector fires
+when
    the reason is ``gate.reference_flaky``; a task rejected by the gates for any reason goes
    no further (the other two detectors count it as not flagged).
-2. ``verifiers.reliability.measure_strength`` with the family's differ, the verifier
+2. ``tasksieve.verifiers.reliability.measure_strength`` with the family's differ, the verifier
    calibrated on the reference's runtime as the TestStrength stage does: weak when
    ``StrengthReport.weak``.
 3. each rollout verified (``extract_solution`` then the verifier, as Verify does), then
@@ -35,12 +36,12 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from schemas import TaskRecord
-from transforms.gates import GatesConfig, run_gates
-from transforms.items import Item
-from transforms.samplers.extract import extract_solution
-from verifiers.registry import VerifierCache, get_differ, make_sandbox
-from verifiers.reliability import (
+from tasksieve.schemas import TaskRecord
+from tasksieve.transforms.reliability.gates import GatesConfig, run_gates
+from tasksieve.transforms.runtime.items import Item
+from tasksieve.transforms.samplers.extract import extract_solution
+from tasksieve.verifiers.registry import VerifierCache, get_differ, make_sandbox
+from tasksieve.verifiers.reliability import (
     AmbiguityConfig,
     StrengthConfig,
     measure_ambiguity,

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
-from schemas import TaskRecord
+from tasksieve.schemas import TaskRecord
 
 _WRAPPERS = {
     "off_by_one": (

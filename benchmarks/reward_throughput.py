@@ -37,13 +37,13 @@ from pathlib import Path
 
 from benchmarks.humaneval_jobs import problems, wrong_solution
 from benchmarks.timing import command_line, machine_line
-from pipeline.train.rewards import BatchVerifier, RetryPolicy, VerifierReward, solution_of
-from schemas import TaskRecord
-from verifiers import SandboxConfig
+from tasksieve.pipeline.train.rewards import BatchVerifier, RetryPolicy, VerifierReward, solution_of
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers import SandboxConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-CLI = [sys.executable, "-m", "pipeline.cli", "verify"]
+CLI = [sys.executable, "-m", "tasksieve.pipeline.cli", "verify"]
 PROSE = ("Here is a solution:", "Sure! This should work.", "Implementation below.", "")
 
 

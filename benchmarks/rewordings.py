@@ -27,7 +27,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from transforms.contamination_sets import humaneval_path
+from tasksieve.transforms.decontam.sets import humaneval_path
 
 KINDS = ("rename", "paraphrase", "rename_paraphrase", "wrapped", "examples_only")
 PROBLEMS = Path(__file__).resolve().parent.parent / "tests" / "data" / "programming_problems.txt"

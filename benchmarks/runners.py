@@ -3,7 +3,7 @@
 Runners: ``in-memory`` (the default DirectRunner mode, the baseline), ``multi-process``
 (``--direct_running_mode=multi_processing --direct_num_workers=2``) and ``portable`` (the
 PortableRunner against Beam's Python job service with an external worker pool: separate SDK
-worker processes, ``pipeline.local_portable``). Every run is a fresh ``python -m
+worker processes, ``tasksieve.pipeline.curate.local_portable``). Every run is a fresh ``python -m
 pipeline.cli curate`` process (replay sampler, detectors off) on the same input; rounds are
 interleaved in a rotated order so drift in machine load hits every runner alike; every round
 checks that the runners kept and rejected the same counts per reason, and the
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.timing import rotated
-from pipeline.local_portable import local_portable
+from tasksieve.pipeline.curate.local_portable import local_portable
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLAY = ROOT / "examples" / "replay" / "completions.jsonl"
@@ -38,7 +38,7 @@ def curate_argv(inputs: str, out: Path, samples: int, beam_args: list[str]) -> l
     return [
         sys.executable,
         "-m",
-        "pipeline.cli",
+        "tasksieve.pipeline.cli",
         "curate",
         "--input",
         inputs,

@@ -30,8 +30,13 @@ from pathlib import Path
 
 from benchmarks.local_server import ServeProcess, free_port, serve_command
 from benchmarks.timing import command_line, machine_line, rotated
-from transforms.samplers import SamplerConfig, SampleRequest, Samples, ensure_default_model
-from transforms.samplers.openai_sampler import OpenAIModelHandler, sample_tasks
+from tasksieve.transforms.samplers import (
+    SamplerConfig,
+    SampleRequest,
+    Samples,
+    ensure_default_model,
+)
+from tasksieve.transforms.samplers.openai_sampler import OpenAIModelHandler, sample_tasks
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "tasks"
 
@@ -87,7 +92,7 @@ def run_openai(cfg: SamplerConfig, reqs: list[SampleRequest], label: str) -> Res
 
 
 def run_transformers(cfg: SamplerConfig, reqs: list[SampleRequest]) -> Result:
-    from transforms.samplers.hf import TransformersModelHandler
+    from tasksieve.transforms.samplers.hf import TransformersModelHandler
 
     handler = TransformersModelHandler(cfg)
     model = handler.load_model()

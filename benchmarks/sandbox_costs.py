@@ -75,7 +75,7 @@ def _module_source(*names: str) -> str | None:
 
 def fork_costs(n: int, job: str) -> list[tuple[str, float, float, int]]:
     """(label, ms per fork + run ``job`` + exit + wait, minor faults per child, modules)."""
-    harness = _module_source("verifiers.families.python.guest.harness")
+    harness = _module_source("tasksieve.verifiers.families.python.guest.harness")
     rows = []
     for label, extra in (
         ("bare interpreter (fork limit's parent)", []),

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from benchmarks.humaneval_jobs import Job
-from verifiers import get_verifier, make_sandbox
+from tasksieve.verifiers import get_verifier, make_sandbox
 
 Check = Callable[[int], bool]
 
@@ -180,7 +180,7 @@ def human_eval_check(jobs: list[Job], tmp: str) -> Setup:
 
 def sandbox_image() -> str:
     """The image our docker backend uses."""
-    from verifiers.sandbox.docker.image import image_name
+    from tasksieve.verifiers.sandbox.docker.image import image_name
 
     return image_name()
 

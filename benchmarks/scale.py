@@ -15,7 +15,7 @@ is that run's own: the resident memory of the child and all its descendants, sam
        records (the baseline). Growth: records per second at each size relative to the
        smallest size, per stage.
   full, per family on ``--full-per-family`` tasks: the whole curate job through its public
-       entry (``pipeline.run.curate``, replay sampler, every sandbox stage on) on the timed
+       entry (``pipeline.curate.run.curate``, replay sampler, every sandbox stage on) on the timed
        in-memory runner (``scale_runner``); seconds per task entering each stage.
 
 Wall time per stage on Beam is Beam's own execution timer per transform (the SDK's state
@@ -67,7 +67,7 @@ def child_host(tasks: str, out: str, way: str) -> dict[str, Any]:
     """One host-only run, ``way`` = beam or plain."""
     from benchmarks import scale_stages
     from benchmarks.scale_runner import TIMED_RUNNER, stage_seconds
-    from pipeline.config import CurateConfig
+    from tasksieve.pipeline.curate.config import CurateConfig
 
     cfg = CurateConfig(inputs=(tasks,), output=out, runner=TIMED_RUNNER)
     t0 = time.perf_counter()
@@ -75,7 +75,7 @@ def child_host(tasks: str, out: str, way: str) -> dict[str, Any]:
         got = scale_stages.host_plain(cfg, out, "bench")
         return {**got, "wall_s": time.perf_counter() - t0}
     _, result = scale_stages.host_beam(cfg, out, "bench")
-    from pipeline.counters import read_counters
+    from tasksieve.pipeline.curate.counters import read_counters
 
     return {
         "records": read_counters(result).values.get("ingest.records", 0),
@@ -86,13 +86,13 @@ def child_host(tasks: str, out: str, way: str) -> dict[str, Any]:
 
 
 def child_full(tasks: str, replay: str, out: str, samples: int) -> dict[str, Any]:
-    """One whole curate job through ``pipeline.run.curate`` on the timed runner."""
+    """One whole curate job through ``tasksieve.pipeline.curate.run.curate`` on the timed runner."""
     import pyarrow.parquet as pq
 
     from benchmarks.scale_runner import TIMED_RUNNER, TimedRunner, stage_seconds
-    from pipeline.config import CurateConfig
-    from pipeline.run import curate
-    from transforms.samplers import SamplerConfig
+    from tasksieve.pipeline.curate.config import CurateConfig
+    from tasksieve.pipeline.curate.run import curate
+    from tasksieve.transforms.samplers import SamplerConfig
 
     cfg = CurateConfig(
         inputs=(tasks,),

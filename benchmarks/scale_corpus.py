@@ -151,7 +151,7 @@ MAKERS = {"code": _code, "sql": _sql, "config": _config}
 
 
 def _humaneval_prompts() -> list[str]:
-    from transforms.contamination_sets import load_humaneval
+    from tasksieve.transforms.decontam.sets import load_humaneval
 
     return [it.text for it in load_humaneval()]
 

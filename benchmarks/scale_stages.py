@@ -2,7 +2,7 @@
 as the plain functions the stages call, outside Beam, on the same records.
 
 The Beam way wires ``Ingest -> Validate -> ExactDedup -> NearDedup -> Decontaminate -> Write``
-exactly as ``pipeline.build`` does; every record is written once (the rejected ones as their
+exactly as ``pipeline.curate.build`` does; every record is written once (the rejected ones as their
 rejection rows, the survivors as rows of the same schema with the benchmark-only reason
 ``bench.host_survivor``, since the kept-task schema needs the sandbox stages' results).
 The plain way runs the same functions per stage in one process: parsing and schema checks,
@@ -27,21 +27,21 @@ import pyarrow.parquet as pq
 from apache_beam import pvalue
 
 from benchmarks.dedup import expected_drops, ours
-from pipeline.config import CurateConfig
-from pipeline.counters import read_counters
-from pipeline.run import pipeline_options
-from schemas.arrow import REJECTED_SCHEMA
-from schemas.validation import validate_record
-from transforms.common import REJECTED
-from transforms.decontaminate import Decontaminate, build_index
-from transforms.dedup import ExactDedup, NearDedup
-from transforms.exact_dedup import decide_group, prompt_key
-from transforms.ingest import Ingest
-from transforms.items import Item, canonical_json, rejection, sha256_text
-from transforms.sources import SourceRecord, expand_inputs, iter_source_records
-from transforms.textsim import shingle_hashes_flat
-from transforms.validate import Validate
-from transforms.write import Write
+from tasksieve.pipeline.curate.config import CurateConfig
+from tasksieve.pipeline.curate.counters import read_counters
+from tasksieve.pipeline.curate.run import pipeline_options
+from tasksieve.schemas.arrow import REJECTED_SCHEMA
+from tasksieve.schemas.validation import validate_record
+from tasksieve.transforms.algorithms.textsim import shingle_hashes_flat
+from tasksieve.transforms.decontam.stage import Decontaminate, build_index
+from tasksieve.transforms.dedup.exact import decide_group, prompt_key
+from tasksieve.transforms.dedup.near import ExactDedup, NearDedup
+from tasksieve.transforms.ingest.readers import SourceRecord, expand_inputs, iter_source_records
+from tasksieve.transforms.ingest.stage import Ingest
+from tasksieve.transforms.ingest.validate import Validate
+from tasksieve.transforms.runtime.common import REJECTED
+from tasksieve.transforms.runtime.items import Item, canonical_json, rejection, sha256_text
+from tasksieve.transforms.write import Write
 
 HOST_STAGES = ("Ingest", "Validate", "ExactDedup", "NearDedup", "Decontaminate", "Write")
 SURVIVOR = "bench.host_survivor"

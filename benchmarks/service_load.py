@@ -4,7 +4,7 @@ Workload: the reference solution and the empty solution of every code, sql and c
 example task (a mix of pass and fail), cycled to ``--requests`` verifications per pass.
 Baseline: a warm in-process ``VerifierCache`` over the same backend (``process``), the same
 work on a pool of ``--workers`` threads. Service: one ``tasksieve serve --workers N`` on
-loopback, the same work sent through ``verifiers.remote.ServiceClient`` (``POST /verify``)
+loopback, the same work sent through ``tasksieve.verifiers.remote.ServiceClient`` (``POST /verify``)
 by 1, N, 2N and 4N client threads. Baseline and service passes alternate over
 ``--rounds``; figures are medians: throughput (verifications/s) and p50/p99 latency, with
 each service level's throughput as a ratio of the baseline's (the median over rounds of the
@@ -88,7 +88,7 @@ def free_port() -> int:
 
 
 def start(port: int, workers: int, journal: Path | None = None) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "pipeline.cli", "serve", "--insecure-no-auth"]
+    argv = [sys.executable, "-m", "tasksieve.pipeline.cli", "serve", "--insecure-no-auth"]
     argv += ["--port", str(port), "--workers", str(workers), "--max-queue", "1024"]
     if journal is not None:
         argv += ["--journal", str(journal)]
@@ -114,7 +114,7 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
 
 def failover(workers: int, requests: int, kill_signal: int, work: Path) -> tuple[int, int, int]:
     """(answered, lost, run twice) with one of two servers killed and restarted mid-load."""
-    from verifiers.remote import RemoteError, ServiceClient
+    from tasksieve.verifiers.remote import RemoteError, ServiceClient
 
     ports = [free_port(), free_port()]
     journals = [work / "journal-a.jsonl", work / "journal-b.jsonl"]
@@ -170,10 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.requests <= 5000 or not 1 <= args.workers <= 64:
         ap.error("need 1 <= --requests <= 5000 and 1 <= --workers <= 64")
 
-    from schemas import TaskRecord
-    from verifiers.registry import VerifierCache
-    from verifiers.remote import ServiceClient
-    from verifiers.sandbox.process.sandbox import ProcessSandbox
+    from tasksieve.schemas import TaskRecord
+    from tasksieve.verifiers.registry import VerifierCache
+    from tasksieve.verifiers.remote import ServiceClient
+    from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
     items = workload(args.requests)
     records = {t["id"]: TaskRecord.model_validate(t) for t, _ in items}

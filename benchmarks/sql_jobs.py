@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from schemas import SqlSpec, TaskRecord
+from tasksieve.schemas import SqlSpec, TaskRecord
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tasks" / "sql.jsonl"
 Question = tuple[str, list[str], list[str], list[str]]  # reference, rights, wrongs, errors

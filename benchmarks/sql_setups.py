@@ -26,7 +26,7 @@ from typing import Any
 import duckdb
 
 from benchmarks.sql_jobs import SqlJob
-from schemas import SqlSpec
+from tasksieve.schemas import SqlSpec
 
 Rows = tuple[list[str], list[tuple[Any, ...]]]
 _DB_CACHE = 16  # databases a warm connection keeps, as many as one of our workers does

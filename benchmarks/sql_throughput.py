@@ -34,7 +34,7 @@ from collections.abc import Callable
 from benchmarks import sql_setups as ss
 from benchmarks.sql_jobs import SqlJob, distinct_references, jobs
 from benchmarks.timing import Pass, best, command_line, machine_line, median, rotated, timed_pass
-from verifiers import get_verifier, make_sandbox
+from tasksieve.verifiers import get_verifier, make_sandbox
 
 LABELS = {
     "a": "(a) fresh in-process duckdb.connect() per verification",

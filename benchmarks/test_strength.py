@@ -24,8 +24,8 @@ import time
 from dataclasses import asdict, dataclass
 
 from benchmarks.humaneval_jobs import Job, problems
-from verifiers.registry import get_differ, make_sandbox
-from verifiers.reliability import (
+from tasksieve.verifiers.registry import get_differ, make_sandbox
+from tasksieve.verifiers.reliability import (
     AmbiguityConfig,
     StrengthConfig,
     measure_ambiguity,
@@ -58,7 +58,7 @@ def measure(
     limit: int | None, max_mutants: int, workers: int, probes: int, sandbox: str
 ) -> list[Row]:
     """Measure every problem (the first ``limit``) and return one row each."""
-    from verifiers.families.python.verifier import PythonVerifier
+    from tasksieve.verifiers.families.python.verifier import PythonVerifier
 
     box = make_sandbox(sandbox)
     verifier = PythonVerifier(box)

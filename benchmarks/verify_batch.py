@@ -6,7 +6,7 @@ repeated ``--repeat`` times, as a JSONL of ``{task_id, solution}`` rows against 
 holding every task. Batch: one process, one warm sandbox, ``--jobs N``. Baseline: one
 ``tasksieve verify --task-id ID --solution FILE`` process per solution, ``N`` at a time (like
 ``xargs -P N``), so both sides use the same parallelism. Both run from this checkout
-(``python -m pipeline.cli``) in the same run, batch and baseline alternating over
+(``python -m tasksieve.pipeline.cli``) in the same run, batch and baseline alternating over
 ``--rounds``; the figure is the median wall time of each and their ratio. The verdict
 statuses of the two must agree (a disagreement aborts the benchmark).
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "examples" / "tasks"
-CLI = [sys.executable, "-m", "pipeline.cli", "verify"]
+CLI = [sys.executable, "-m", "tasksieve.pipeline.cli", "verify"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 

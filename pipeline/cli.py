@@ -19,45 +19,43 @@ from collections.abc import Callable, Sequence
 # Beam logs a warning about optional GCP clients at import time; keep the CLI's output clean.
 logging.getLogger().setLevel(logging.ERROR)
 
-from pipeline import (  # noqa: E402
-    check_cmd,
-    completion_cmd,
-    contamination_cmd,
-    curate_args,
-    decontam_cmd,
-    query_cmd,
-    report_cmd,
-    sandbox_cmd,
-    serve_cmd,
-    verify_cmd,
-)
-from pipeline import validate as validate_cmd  # noqa: E402
-from pipeline.train import cli as train_cli  # noqa: E402
+from tasksieve.pipeline.commands import check as check_cmd  # noqa: E402
+from tasksieve.pipeline.commands import completion as completion_cmd  # noqa: E402
+from tasksieve.pipeline.commands import decontaminate as decontam_cmd  # noqa: E402
+from tasksieve.pipeline.commands import indexes as contamination_cmd  # noqa: E402
+from tasksieve.pipeline.commands import query as query_cmd  # noqa: E402
+from tasksieve.pipeline.commands import report as report_cmd  # noqa: E402
+from tasksieve.pipeline.commands import sandbox as sandbox_cmd  # noqa: E402
+from tasksieve.pipeline.commands import serve as serve_cmd  # noqa: E402
+from tasksieve.pipeline.commands import validate as validate_cmd  # noqa: E402
+from tasksieve.pipeline.commands import verify as verify_cmd  # noqa: E402
+from tasksieve.pipeline.flags import curate as curate_args  # noqa: E402
+from tasksieve.pipeline.train import cli as train_cli  # noqa: E402
 
 # Subcommand -> "module:function" imported only when that subcommand runs.
 RUNNERS: dict[str, str] = {
-    "validate": "pipeline.validate:run",
-    "verify": "pipeline.verify_cmd:run",
-    "decontaminate": "pipeline.decontam_cmd:run",
-    "benchmarks": "pipeline.contamination_cmd:run",
-    "dedup-index": "pipeline.contamination_cmd:run",
-    "sandbox": "pipeline.sandbox_cmd:run",
-    "query": "pipeline.query_cmd:run",
-    "report": "pipeline.report_cmd:run",
-    "check": "pipeline.check_cmd:run",
-    "train": "pipeline.train.cli:run",
-    "serve": "pipeline.serve_cmd:run",
+    "validate": "tasksieve.pipeline.commands.validate:run",
+    "verify": "tasksieve.pipeline.commands.verify:run",
+    "decontaminate": "tasksieve.pipeline.commands.decontaminate:run",
+    "benchmarks": "tasksieve.pipeline.commands.indexes:run",
+    "dedup-index": "tasksieve.pipeline.commands.indexes:run",
+    "sandbox": "tasksieve.pipeline.commands.sandbox:run",
+    "query": "tasksieve.pipeline.commands.query:run",
+    "report": "tasksieve.pipeline.commands.report:run",
+    "check": "tasksieve.pipeline.commands.check:run",
+    "train": "tasksieve.pipeline.train.cli:run",
+    "serve": "tasksieve.pipeline.commands.serve:run",
 }
 
 
 # Names that lived here before the curate command moved out, for code that imports them.
 _MOVED = {
-    "curate_config": ("pipeline.curate_cmd", "curate_config"),
-    "check_sampler_args": ("pipeline.curate_cmd", "check_sampler_args"),
-    "check_beam_args": ("pipeline.curate_cmd", "check_beam_args"),
-    "run_curate": ("pipeline.curate_cmd", "run_curate"),
-    "add_curate_parser": ("pipeline.curate_args", "add_parser"),
-    "EPILOG": ("pipeline.curate_args", "EPILOG"),
+    "curate_config": ("tasksieve.pipeline.commands.curate", "curate_config"),
+    "check_sampler_args": ("tasksieve.pipeline.commands.curate", "check_sampler_args"),
+    "check_beam_args": ("tasksieve.pipeline.commands.curate", "check_beam_args"),
+    "run_curate": ("tasksieve.pipeline.commands.curate", "run_curate"),
+    "add_curate_parser": ("tasksieve.pipeline.flags.curate", "add_parser"),
+    "EPILOG": ("tasksieve.pipeline.flags.curate", "EPILOG"),
 }
 
 
@@ -127,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bad = [a for a in unknown if not a.startswith("--")]
         if bad:
             parser.error(f"unrecognized arguments: {' '.join(bad)}")
-        from pipeline.curate_cmd import run_curate
+        from tasksieve.pipeline.commands.curate import run_curate
 
         return run_curate(args, unknown)
     if args.command == "completion":

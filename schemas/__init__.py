@@ -1,6 +1,6 @@
 """Record definitions shared by every part of tasksieve (one definition each)."""
 
-from schemas.records import (
+from tasksieve.schemas.records import (
     AmbiguityCheck,
     CheckResult,
     CuratedTask,
@@ -15,8 +15,8 @@ from schemas.records import (
     Verdict,
     VerdictStatus,
 )
-from schemas.reward import LimitPenalty, RewardComponents, RewardSpec, RuntimePenalty
-from schemas.task import (
+from tasksieve.schemas.reward import LimitPenalty, RewardComponents, RewardSpec, RuntimePenalty
+from tasksieve.schemas.task import (
     FAMILIES,
     SCHEMA_VERSION,
     ApiSpec,

@@ -16,8 +16,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 import pyarrow as pa
 from pydantic import BaseModel
 
-from schemas.records import JSON_TEXT, CuratedTask, RejectedRecord, Rollout
-from schemas.task import SCHEMA_VERSION
+from tasksieve.schemas.records import JSON_TEXT, CuratedTask, RejectedRecord, Rollout
+from tasksieve.schemas.task import SCHEMA_VERSION
 
 
 def _arrow_type(tp: Any) -> tuple[pa.DataType, bool]:

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from schemas.records import CuratedTask, Manifest, RejectedRecord, Rollout, Verdict
-from schemas.task import SCHEMA_VERSION, TaskRecord
+from tasksieve.schemas.records import CuratedTask, Manifest, RejectedRecord, Rollout, Verdict
+from tasksieve.schemas.task import SCHEMA_VERSION, TaskRecord
 
 HERE = Path(__file__).resolve().parent
 

@@ -8,9 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from pydantic.json_schema import JsonDict
 
-from schemas.reward import RewardComponents, RewardSpec
-from schemas.strict import STRICT
-from schemas.task import SCHEMA_VERSION, TaskRecord
+from tasksieve.schemas.reward import RewardComponents, RewardSpec
+from tasksieve.schemas.strict import STRICT
+from tasksieve.schemas.task import SCHEMA_VERSION, TaskRecord
 
 JSON_TEXT: JsonDict = {"contentMediaType": "application/json"}
 """Marks a string field that holds JSON text (Parquet: the JSON logical type)."""
@@ -25,7 +25,7 @@ Difficulty = Literal["too_easy", "keep", "too_hard"]
 
 
 class _Rec(BaseModel):
-    """No unknown fields, no type coercion (see schemas.strict)."""
+    """No unknown fields, no type coercion (see tasksieve.schemas.strict)."""
 
     model_config = STRICT
 

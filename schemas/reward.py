@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.strict import STRICT
+from tasksieve.schemas.strict import STRICT
 
 RewardKind = Literal["binary", "fraction"]
 LimitName = Literal["wall", "cpu", "memory", "output"]

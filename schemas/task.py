@@ -11,19 +11,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from schemas.reward import RewardSpec
-from schemas.strict import STRICT, JsonInt, JsonObject
+from tasksieve.schemas.reward import RewardSpec
+from tasksieve.schemas.strict import STRICT, JsonInt, JsonObject
 
 SCHEMA_VERSION = "1.0"
 
 Family = Literal["code", "sql", "api", "config"]
 FeedbackLevel = Literal["none", "summary", "failing"]
-"""How much of a task's tests multi-turn feedback may reveal (``verifiers.feedback``)."""
+"""How much of a task's tests multi-turn feedback may reveal (``tasksieve.verifiers.feedback``)."""
 FAMILIES: tuple[str, ...] = ("code", "sql", "api", "config")
 
 
 class _Strict(BaseModel):
-    """Frozen, no unknown fields, no type coercion (see schemas.strict)."""
+    """Frozen, no unknown fields, no type coercion (see tasksieve.schemas.strict)."""
 
     model_config = ConfigDict(**STRICT, frozen=True)
 

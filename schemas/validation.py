@@ -4,7 +4,7 @@ A problem names the file, line, task id and the field as a dotted path through t
 (``verifier.io_cases.0.stdout``): pydantic's discriminated-union tags are removed, so the path
 reads like the input. Messages are pydantic's, without its "Value error, " prefix; a type
 error also says what was given, its JSON type and value (``Input should be a valid number
-(got string "600")``): the models are strict (schemas.strict), so ``"600"`` for a number,
+(got string "600")``): the models are strict (tasksieve.schemas.strict), so ``"600"`` for a number,
 ``"true"`` or ``1`` for a boolean and ``2.5`` for an integer are errors, not conversions.
 
 A ``verifier`` given as JSON text (as in tasksieve's own shards and many Parquet/HF datasets)
@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from schemas.task import TaskRecord
+from tasksieve.schemas.task import TaskRecord
 
 UNKNOWN = "-"
 _DISCRIMINATOR = "family"

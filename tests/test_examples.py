@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from schemas import CodeSpec, ConfigSpec, SqlSpec, TaskRecord
+from tasksieve.schemas import CodeSpec, ConfigSpec, SqlSpec, TaskRecord
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TASKS = EXAMPLES / "tasks"

@@ -1,5 +1,5 @@
 """The pipeline's stages (Beam transforms) and the plain functions they wrap."""
 
-from transforms.omp_env import prefer_passive_waits
+from tasksieve.transforms.runtime.omp_env import prefer_passive_waits
 
-prefer_passive_waits()  # before any stage imports torch: see transforms.omp_env
+prefer_passive_waits()  # before any stage imports torch: see tasksieve.transforms.runtime.omp_env

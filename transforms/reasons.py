@@ -24,14 +24,14 @@ STAGES: tuple[str, ...] = (
     "ambiguity",
     "filter",
 )
-"""The stages in the order records pass them (pipeline/build.py), as ``rejected.stage`` says."""
+"""The stages in the order records pass them (pipeline/curate/build.py): ``rejected.stage``."""
 
 GUARDED: tuple[str, ...] = STAGES[1:]
 """The stages whose per-record steps are dead-lettered; Ingest reads files, and a file it
 cannot read ends as ``ingest.unreadable_file`` instead."""
 
 ERRORS: frozenset[str] = frozenset(f"{stage}.error" for stage in GUARDED)
-"""``<stage>.error``: the stage raised on the record (``transforms.deadletter``); the detail
+"""``<stage>.error``: the stage raised on the record (``transforms.runtime.deadletter``); the detail
 holds the exception and the innermost frames of its traceback."""
 
 

@@ -2,7 +2,7 @@
 
 Shards go under the directory given (the run's staging directory, local or remote); Beam's
 file sink writes each shard to a temporary name and renames it when the bundle commits.
-``pipeline.staging`` publishes the whole run at once, so a reader never sees a half-written
+``pipeline.outputs.staging`` publishes the whole run at once, so a reader never sees a half-written
 run.
 """
 
@@ -12,9 +12,9 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.parquetio import WriteToParquet
 
-from schemas import FAMILIES
-from schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
-from transforms import fsio
+from tasksieve.schemas import FAMILIES
+from tasksieve.schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
+from tasksieve.transforms.runtime import fsio
 
 
 def with_fingerprint(schema: pa.Schema, fingerprint: str, run_id: str) -> pa.Schema:

@@ -4,16 +4,16 @@
 the family verifiers; this package re-exports what other packages use.
 """
 
-from verifiers.families.base import UnsupportedFamily, Verifier
-from verifiers.registry import get_verifier, make_sandbox
-from verifiers.sandbox.base import (
+from tasksieve.verifiers.families.base import UnsupportedFamily, Verifier
+from tasksieve.verifiers.registry import get_verifier, make_sandbox
+from tasksieve.verifiers.sandbox.base import (
     Capabilities,
     Execution,
     Limits,
     Sandbox,
     SandboxUnavailable,
 )
-from verifiers.sandbox.config import SandboxConfig
+from tasksieve.verifiers.sandbox.config import SandboxConfig
 
 __all__ = [
     "Capabilities",

@@ -1,6 +1,7 @@
 """Feedback for a failed attempt: the verdict turned into the next user message of an episode.
 
-Multi-turn episodes (``transforms.episodes``) show the model what went wrong and let it try
+Multi-turn episodes (``transforms.rollouts.episode_state``) show the model what went wrong and let
+it try
 again. How much of the task's hidden tests the message may reveal is the *level*:
 
 - ``none``: only the kind of failure (wrong results, did not run, over its time limit);
@@ -23,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import get_args
 
-from schemas import FeedbackLevel, Verdict
+from tasksieve.schemas import FeedbackLevel, Verdict
 
 LEVELS: tuple[str, ...] = get_args(FeedbackLevel)
 DEFAULT_LEVEL: FeedbackLevel = "summary"

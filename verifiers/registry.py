@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from verifiers.families.base import UnsupportedFamily, Verifier
-from verifiers.families.probes import Differ
-from verifiers.sandbox.base import Sandbox
+from tasksieve.verifiers.families.base import UnsupportedFamily, Verifier
+from tasksieve.verifiers.families.probes import Differ
+from tasksieve.verifiers.sandbox.base import Sandbox
 
 SANDBOXES: tuple[str, ...] = ("process", "docker", "remote")
 
@@ -24,15 +24,15 @@ def make_sandbox(
     the environment variable holding its bearer token, and the priority its requests name.
     """
     if name == "remote":
-        from verifiers.remote import RemoteSandbox
+        from tasksieve.verifiers.remote import RemoteSandbox
 
         return RemoteSandbox(urls, token_env=token_env, priority=priority)
     if name == "process":
-        from verifiers.sandbox.process.sandbox import ProcessSandbox
+        from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
         return ProcessSandbox(allow_weak_isolation=allow_weak_isolation)
     if name == "docker":  # image from $TASKSIEVE_SANDBOX_IMAGE or the built default
-        from verifiers.sandbox.docker.sandbox import DockerSandbox
+        from tasksieve.verifiers.sandbox.docker.sandbox import DockerSandbox
 
         return DockerSandbox()
     raise ValueError(f"unknown sandbox {name!r}; choose one of: {', '.join(SANDBOXES)}")
@@ -52,23 +52,23 @@ def get_verifier(family: str, sandbox: Sandbox) -> Verifier:
             f"no verifier for family {family!r} (supported: {', '.join(FAMILIES_SUPPORTED)})"
         )
     if sandbox.capabilities.whole_verifications:
-        from verifiers.remote import RemoteVerifier
+        from tasksieve.verifiers.remote import RemoteVerifier
 
         return RemoteVerifier(sandbox, family)
     if family == "code":
-        from verifiers.families.python.verifier import PythonVerifier
+        from tasksieve.verifiers.families.python.verifier import PythonVerifier
 
         return PythonVerifier(sandbox)
     if family == "sql":
-        from verifiers.families.sql.verifier import SqlVerifier
+        from tasksieve.verifiers.families.sql.verifier import SqlVerifier
 
         return SqlVerifier(sandbox)
     if family == "config":
-        from verifiers.families.config.verifier import ConfigVerifier
+        from tasksieve.verifiers.families.config.verifier import ConfigVerifier
 
         return ConfigVerifier(sandbox)
     if family == "api":
-        from verifiers.families.api.verifier import ApiVerifier
+        from tasksieve.verifiers.families.api.verifier import ApiVerifier
 
         return ApiVerifier(sandbox)
     raise UnsupportedFamily(
@@ -98,24 +98,24 @@ class VerifierCache:
 
 
 def get_differ(family: str) -> Differ:
-    """The family's mutants, probes and observations (see ``verifiers.families.probes``).
+    """The family's mutants, probes and observations (see ``tasksieve.verifiers.families.probes``).
 
     Each family keeps its differ in ``verifiers/families/<family>/differ.py``.
     """
     if family == "code":
-        from verifiers.families.python.differ import PythonDiffer
+        from tasksieve.verifiers.families.python.differ import PythonDiffer
 
         return PythonDiffer()
     if family == "sql":
-        from verifiers.families.sql.differ import SqlDiffer
+        from tasksieve.verifiers.families.sql.differ import SqlDiffer
 
         return SqlDiffer()
     if family == "config":
-        from verifiers.families.config.differ import ConfigDiffer
+        from tasksieve.verifiers.families.config.differ import ConfigDiffer
 
         return ConfigDiffer()
     if family == "api":
-        from verifiers.families.api.differ import ApiDiffer
+        from tasksieve.verifiers.families.api.differ import ApiDiffer
 
         return ApiDiffer()
     raise UnsupportedFamily(

@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from schemas import TaskRecord, Verdict
-from verifiers.families.base import Verifier
-from verifiers.families.probes import Differ, Mutant, Observation, Probe, ProbeInfraError
-from verifiers.sandbox.base import Sandbox
+from tasksieve.schemas import TaskRecord, Verdict
+from tasksieve.verifiers.families.base import Verifier
+from tasksieve.verifiers.families.probes import Differ, Mutant, Observation, Probe, ProbeInfraError
+from tasksieve.verifiers.sandbox.base import Sandbox
 
 _SHOWN = 300  # characters of one output kept in evidence
 

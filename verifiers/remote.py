@@ -28,9 +28,15 @@ import time
 import uuid
 from typing import Any
 
-from schemas import TaskRecord, Verdict
-from verifiers.families.base import Verifier
-from verifiers.sandbox.base import Capabilities, Execution, Limits, Sandbox, SandboxUnavailable
+from tasksieve.schemas import TaskRecord, Verdict
+from tasksieve.verifiers.families.base import Verifier
+from tasksieve.verifiers.sandbox.base import (
+    Capabilities,
+    Execution,
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+)
 
 TOKEN_ENV = "TASKSIEVE_SERVICE_TOKEN"
 RETRYABLE = (429, 500, 502, 503, 504)

@@ -9,7 +9,7 @@ The worst-case added wait is the sum of those delays (about 3.5 s with the defau
 
 It does NOT guard against: a verification that hangs instead of failing (each verifier bounds
 its own wall clock), or an environment that stays broken for longer than the backoff (the
-verdict then stays ``infra_error`` and the caller decides; see ``transforms.settle``).
+verdict then stays ``infra_error`` and the caller decides; see ``transforms.algorithms.settle``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from schemas import Verdict
+from tasksieve.schemas import Verdict
 
 
 @dataclass(frozen=True)

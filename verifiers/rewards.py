@@ -5,14 +5,14 @@ sandbox says nothing about the solution, so the type makes the caller decide (re
 fail the training step) instead of scoring 0. What this does NOT do: retry anything, or
 judge whether a verdict's timing is trustworthy (a loaded machine inflates ``duration_s``
 and so the runtime penalty; the reference's runtime is measured on the same machine).
-See ``schemas.reward`` for the spec and the meaning of each kind and penalty.
+See ``tasksieve.schemas.reward`` for the spec and the meaning of each kind and penalty.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from schemas import RewardComponents, RewardSpec, Verdict
+from tasksieve.schemas import RewardComponents, RewardSpec, Verdict
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """Flags of ``tasksieve train`` (standard library only: the CLI builds its parser from here).
 
-The command itself is ``pipeline.train.run.run``, imported only when ``train`` runs.
+The command itself is ``tasksieve.pipeline.train.run.run``, imported only when ``train`` runs.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from pipeline.flags import positive_int
-from pipeline.train.exits import EXIT_INFRA, EXIT_OK, EXIT_USAGE
+from tasksieve.pipeline.flags.shared import positive_int
+from tasksieve.pipeline.train.exits import EXIT_INFRA, EXIT_OK, EXIT_USAGE
 
 __all__ = ["EXIT_INFRA", "EXIT_OK", "EXIT_USAGE", "add_parser", "run"]
 
@@ -146,6 +146,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``tasksieve train``; returns one of the EXIT_* codes."""
-    from pipeline.train.run import run_train
+    from tasksieve.pipeline.train.run import run_train
 
     return run_train(args)

@@ -4,7 +4,7 @@
 its manifest; ``read_tasks`` reads ``tasks/**/*.parquet`` through the ``datasets`` Parquet
 loader and gives back each kept task whole (``CuratedTask.task_record``), with its measured
 pass rate and the reference's runtime; ``prompt_rows`` turns tasks into the rows GRPO sees,
-with the chat messages the curation samplers use (``transforms.samplers.prompts``).
+with the chat messages the curation samplers use (``tasksieve.transforms.samplers.prompts``).
 
 What this does NOT check: that the shards agree with the manifest's counts (``tasksieve
 check`` does), or that the tasks were not edited after the run (their lineage says which run
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schemas import FAMILIES, SCHEMA_VERSION, CodeSpec, CuratedTask, Manifest, TaskRecord
-from transforms.samplers.config import SampleRequest
-from transforms.samplers.prompts import render_messages
+from tasksieve.schemas import FAMILIES, SCHEMA_VERSION, CodeSpec, CuratedTask, Manifest, TaskRecord
+from tasksieve.transforms.samplers.config import SampleRequest
+from tasksieve.transforms.samplers.prompts import render_messages
 
 # the columns read from the shards: everything CuratedTask.task_record needs, plus the scores
 COLUMNS = (

@@ -5,7 +5,7 @@ columns as keyword arguments, one float per completion). For a batch it extracts
 solution the way the curation samplers do (``extract_solution``), verifies the whole batch
 in parallel on a thread pool through one ``VerifierCache`` over a sandbox made by
 ``SandboxConfig`` (so any backend works unchanged), and scores each verdict with the task's
-reward spec through ``verifiers.rewards.reward``, the function curation uses.
+reward spec through ``tasksieve.verifiers.rewards.reward``, the function curation uses.
 
 An ``infra_error`` verdict is retried with exponential backoff; one that persists raises
 ``VerificationFailed``, which fails the training step loudly: it is never scored 0. What this
@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from schemas import TaskRecord, Verdict
-from transforms.samplers.extract import extract_solution
-from verifiers import SandboxConfig
-from verifiers.registry import VerifierCache
-from verifiers.rewards import Reward, reward
+from tasksieve.schemas import TaskRecord, Verdict
+from tasksieve.transforms.samplers.extract import extract_solution
+from tasksieve.verifiers import SandboxConfig
+from tasksieve.verifiers.registry import VerifierCache
+from tasksieve.verifiers.rewards import Reward, reward
 
 
 class VerificationFailed(RuntimeError):

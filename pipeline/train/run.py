@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.flags import url_list
-from pipeline.train.curriculum import schedule
-from pipeline.train.data import (
+from tasksieve.pipeline.flags.shared import url_list
+from tasksieve.pipeline.train.curriculum import schedule
+from tasksieve.pipeline.train.data import (
     TrainInputError,
     TrainTask,
     check_families,
@@ -33,10 +33,10 @@ from pipeline.train.data import (
     read_tasks,
     resolve_run,
 )
-from pipeline.train.exits import EXIT_INFRA, EXIT_OK, EXIT_USAGE
-from pipeline.train.rewards import RetryPolicy
-from schemas import Manifest
-from verifiers import SandboxConfig
+from tasksieve.pipeline.train.exits import EXIT_INFRA, EXIT_OK, EXIT_USAGE
+from tasksieve.pipeline.train.rewards import RetryPolicy
+from tasksieve.schemas import Manifest
+from tasksieve.verifiers import SandboxConfig
 
 LINEAGE_FILE = "tasksieve_lineage.json"
 METRICS_FILE = "metrics.jsonl"
@@ -79,7 +79,7 @@ def check_output(output: Path, overwrite: bool) -> None:
 def plan(args: argparse.Namespace) -> Plan:
     """Check every input; raises TrainInputError or ValueError with a one-line message."""
     families = check_families(args.families)
-    from pipeline.remote_run import localize
+    from tasksieve.pipeline.outputs.remote import localize
 
     run = resolve_run(localize(args.tasks))  # a remote output is read from a local copy
     manifest = load_run(run)
@@ -140,8 +140,8 @@ def run_train(args: argparse.Namespace) -> int:
     except (TrainInputError, ValueError) as e:
         print(f"tasksieve train: {e}", file=sys.stderr)
         return EXIT_USAGE
-    from pipeline.train.rewards import BatchVerifier, VerificationFailed, VerifierReward
-    from verifiers import SandboxUnavailable
+    from tasksieve.pipeline.train.rewards import BatchVerifier, VerificationFailed, VerifierReward
+    from tasksieve.verifiers import SandboxUnavailable
 
     try:
         verifier = BatchVerifier(p.sandbox, args.verify_workers, p.retry)
@@ -163,7 +163,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace, output: Path) -> Any:
-    from pipeline.train.trainer import TrainSettings
+    from tasksieve.pipeline.train.trainer import TrainSettings
 
     report = tuple(r for r in args.report_to.split(",") if r and r != "none")
     return TrainSettings(
@@ -193,8 +193,8 @@ def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> 
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from transformers.utils import logging as hf_logging
 
-    from pipeline.train.trainer import MetricsLog, TimedGRPOTrainer, grpo_config
-    from transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
+    from tasksieve.pipeline.train.trainer import MetricsLog, TimedGRPOTrainer, grpo_config
+    from tasksieve.transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
 
     if args.quiet:
         hf_logging.set_verbosity_error()

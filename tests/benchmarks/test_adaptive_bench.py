@@ -7,7 +7,7 @@ import random
 import pytest
 
 from benchmarks import adaptive_sampling as bench
-from transforms.stats import BandConfig
+from tasksieve.transforms.algorithms.stats import BandConfig
 
 NONE = bench.Rule("none", 4, 4, None)
 

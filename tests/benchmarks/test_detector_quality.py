@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from benchmarks.detector_quality import DATA, DETECTORS, Outcome, evaluate, load, main, score
-from transforms.gates import GatesConfig
-from verifiers.registry import VerifierCache, make_sandbox
-from verifiers.reliability import AmbiguityConfig, StrengthConfig
+from tasksieve.transforms.reliability.gates import GatesConfig
+from tasksieve.verifiers.registry import VerifierCache, make_sandbox
+from tasksieve.verifiers.reliability import AmbiguityConfig, StrengthConfig
 
 CLASSES = ("weak_tests", "ambiguous", "flaky", "sound")
 FAMILIES = ("code", "sql", "config", "api")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 from tests.curate_flags import FAST
 
 ROOT = Path(__file__).resolve().parents[2]

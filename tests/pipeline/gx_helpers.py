@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 from tests.curate_flags import FAST
 
 ROOT = Path(__file__).resolve().parents[2]

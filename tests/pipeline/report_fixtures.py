@@ -1,7 +1,7 @@
 """Write small curate output directories (manifest + Parquet shards) for the report tests.
 
 The shards use the real Arrow schemas of the records, and the manifest's counts are computed
-from the rows written, the way ``pipeline.run`` does, so a test can build a run of any shape
+from the rows written, the way ``pipeline.curate.run`` does, so a test can build a run of any shape
 (empty, hostile, large) without running Beam.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from schemas import Manifest
-from schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
+from tasksieve.schemas import Manifest
+from tasksieve.schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
 
 
 def task(tid: str, family: str, k: int, n: int = 4, prompt: str | None = None) -> dict[str, Any]:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import beam_main
-from pipeline.config import CurateConfig
-from pipeline.curate_cmd import curate_config
-from transforms.adaptive import AdaptiveConfig
-from transforms.episodes import EpisodeConfig
-from transforms.samplers import SamplerConfig
+from tasksieve.pipeline.commands.curate import curate_config
+from tasksieve.pipeline.curate import beam_main
+from tasksieve.pipeline.curate.config import CurateConfig
+from tasksieve.transforms.algorithms.adaptive_stopping import AdaptiveConfig
+from tasksieve.transforms.rollouts.episode_state import EpisodeConfig
+from tasksieve.transforms.samplers import SamplerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = [

@@ -1,4 +1,4 @@
-"""``python -m pipeline.beam_main``: the curate flags as Beam launchers spell them."""
+"""``python -m pipeline.curate.beam_main``: the curate flags as Beam launchers spell them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline import beam_main
-from pipeline.cli import build_parser
-from pipeline.curate_cmd import check_beam_args
+from tasksieve.pipeline.cli import build_parser
+from tasksieve.pipeline.commands.curate import check_beam_args
+from tasksieve.pipeline.curate import beam_main
 
 REPLAY = "examples/replay/completions.jsonl"
 BASE = ["--input=examples/tasks/sql.jsonl", "--output=out"]

@@ -22,10 +22,15 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.catalog import CATALOG_FILE, CatalogError, connect, write_catalog
-from pipeline.catalog_sql import MACROS, STAGES, VIEWS
-from pipeline.catalog_types import FAMILY_SPECS, merged_fields
-from schemas import FAMILIES, CodeSpec
+from tasksieve.pipeline.outputs.catalog.duck_types import FAMILY_SPECS, merged_fields
+from tasksieve.pipeline.outputs.catalog.sql import MACROS, STAGES, VIEWS
+from tasksieve.pipeline.outputs.catalog.views import (
+    CATALOG_FILE,
+    CatalogError,
+    connect,
+    write_catalog,
+)
+from tasksieve.schemas import FAMILIES, CodeSpec
 from tests.pipeline.catalog_runs import (
     ALL_REJECTED,
     SUBSET,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 from tests.pipeline.gx_helpers import copy_run, rewrite, set_values, shared_run
 from tests.pipeline.test_cli_startup import loaded
 

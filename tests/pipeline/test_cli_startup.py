@@ -22,7 +22,7 @@ ADD_GOOD = ROOT / "examples" / "solutions" / "add_good.py"
 # Runs main(argv), then writes the names of the loaded modules to the file named by argv[1].
 PROBE = """\
 import json, sys
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 out, argv = sys.argv[1], sys.argv[2:]
 try:
     rc = main(argv)
@@ -38,11 +38,11 @@ HEAVY = (
     "transformers",
     "trl",
     "datasets",
-    "transforms.samplers",
-    "transforms.decontaminate",
-    "transforms.dedup",
-    "transforms.gates",
-    "transforms.rollouts",
+    "tasksieve.transforms.samplers",
+    "tasksieve.transforms.decontam.stage",
+    "tasksieve.transforms.dedup.near",
+    "tasksieve.transforms.reliability.gates",
+    "tasksieve.transforms.rollouts.rounds",
 )
 
 
@@ -76,7 +76,9 @@ def test_validate_imports_no_heavy_module(tmp_path: Path) -> None:
 
 def test_verify_imports_no_heavy_module(tmp_path: Path) -> None:
     rc, modules = loaded(tmp_path, "verify", "--task", str(ADD_TASK), "--solution", str(ADD_GOOD))
-    assert rc == 0 and "verifiers.families.python.verifier" in modules  # it really verified
+    assert (
+        rc == 0 and "tasksieve.verifiers.families.python.verifier" in modules
+    )  # it really verified
     assert heavy_in(modules) == []
 
 
@@ -85,7 +87,7 @@ def test_verify_batch_imports_no_heavy_module(tmp_path: Path) -> None:
     sols.mkdir()
     (sols / "a.py").write_text(ADD_GOOD.read_text())
     rc, modules = loaded(tmp_path, "verify", "--task", str(ADD_TASK), "--solutions", str(sols))
-    assert rc == 0 and "verifiers.families.python.verifier" in modules
+    assert rc == 0 and "tasksieve.verifiers.families.python.verifier" in modules
     assert heavy_in(modules) == []
 
 

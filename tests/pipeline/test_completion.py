@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 
 SUBCOMMANDS = {"curate", "validate", "verify", "decontaminate", "benchmarks", "dedup-index"}
 

@@ -10,8 +10,8 @@ from apache_beam.metrics.execution import MetricKey, MetricResult
 from apache_beam.metrics.metricbase import MetricName
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.counters import ConservationError, check_conservation, read_counters
-from transforms.common import NAMESPACE, count
+from tasksieve.pipeline.curate.counters import ConservationError, check_conservation, read_counters
+from tasksieve.transforms.runtime.common import NAMESPACE, count
 
 
 def _counted(x: int) -> int:

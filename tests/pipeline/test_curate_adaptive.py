@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 from tests.curate_flags import FAST
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
-from transforms.samplers.replay import ReplayModelHandler
+from tasksieve.pipeline.cli import main
+from tasksieve.transforms.samplers.replay import ReplayModelHandler
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "examples" / "tasks" / "code.jsonl"

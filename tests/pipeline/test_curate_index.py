@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 from tests.curate_flags import FAST
 
 ROOT = Path(__file__).resolve().parents[2]

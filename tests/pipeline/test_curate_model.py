@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 
 pytestmark = pytest.mark.torch
 

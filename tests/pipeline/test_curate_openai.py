@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from benchmarks.local_server import ServeProcess, free_port, serve_command
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 from tests.pipeline.openai_server import FaultProxy, code_task
 
 pytestmark = [pytest.mark.slow, pytest.mark.torch]
@@ -65,7 +65,7 @@ TASKS = [
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    from transforms.samplers import ensure_default_model
+    from tasksieve.transforms.samplers import ensure_default_model
 
     model_dir = ensure_default_model()
     proc = ServeProcess(model_dir, free_port(), tmp_path_factory.mktemp("serve") / "serve.log")

@@ -9,10 +9,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
-from schemas import CuratedTask, RewardSpec, Verdict
+from tasksieve.pipeline.cli import main
+from tasksieve.schemas import CuratedTask, RewardSpec, Verdict
+from tasksieve.verifiers.rewards import Reward, reward
 from tests.curate_flags import FAST
-from verifiers.rewards import Reward, reward
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLAY = ROOT / "examples" / "replay" / "completions.jsonl"

@@ -11,11 +11,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
-from pipeline.config import CurateConfig
-from transforms.episodes import EpisodeConfig
-from transforms.samplers import SampleRequest, render_messages
-from transforms.samplers.prompts import prompt_hash
+from tasksieve.pipeline.cli import main
+from tasksieve.pipeline.curate.config import CurateConfig
+from tasksieve.transforms.rollouts.episode_state import EpisodeConfig
+from tasksieve.transforms.samplers import SampleRequest, render_messages
+from tasksieve.transforms.samplers.prompts import prompt_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "tasks"

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from benchmarks.local_server import serve_command
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 from tests.pipeline.openai_server import code_task
 
 pytestmark = [pytest.mark.slow, pytest.mark.torch]
@@ -74,7 +74,7 @@ class Run:
 
 @pytest.fixture(scope="module")
 def model_dir() -> str:
-    from transforms.samplers import ensure_default_model
+    from tasksieve.transforms.samplers import ensure_default_model
 
     return str(ensure_default_model())
 
@@ -131,8 +131,8 @@ def test_the_server_got_the_request_and_the_flags(chat_run: Run) -> None:
 
 
 def test_k_samples_per_task_with_their_rollout_columns(chat_run: Run) -> None:
-    from transforms.samplers import SampleRequest
-    from transforms.samplers.vllm_sampler import request_hash
+    from tasksieve.transforms.samplers import SampleRequest
+    from tasksieve.transforms.samplers.vllm_sampler import request_hash
 
     rollouts = _rows(chat_run.out, "rollouts")
     by_task: dict[str, list[dict[str, Any]]] = {}
@@ -162,8 +162,8 @@ def test_requests_are_counted(chat_run: Run) -> None:
 def test_the_completions_api_sends_a_text_prompt(
     tmp_path: Path, standin_env: Path, model_dir: str
 ) -> None:
-    from transforms.samplers import SampleRequest
-    from transforms.samplers.vllm_sampler import request_hash
+    from tasksieve.transforms.samplers import SampleRequest
+    from tasksieve.transforms.samplers.vllm_sampler import request_hash
 
     task = TASKS[0]
     run = _curate(tmp_path, model_dir, standin_env, [task], "--vllm-api", "completions")

@@ -18,11 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
 
-from pipeline.cli import main
-from pipeline.summary import render_summary
-from schemas import CuratedTask, Manifest, TaskRecord
+from tasksieve.pipeline.cli import main
+from tasksieve.pipeline.curate.summary import render_summary
+from tasksieve.schemas import CuratedTask, Manifest, TaskRecord
+from tasksieve.transforms.algorithms.stats import wilson_interval
 from tests.curate_flags import FAST
-from transforms.stats import wilson_interval
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "tasks"

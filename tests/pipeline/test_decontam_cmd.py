@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
-from transforms.contamination_sets import load_humaneval
+from tasksieve.pipeline.cli import main
+from tasksieve.transforms.decontam.sets import load_humaneval
 
 CLEAN = "Write a SQL query that returns the total revenue per region from the sales table."
 

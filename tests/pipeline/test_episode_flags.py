@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from pipeline.episode_flags import LEVELS, add_episode_flags, episode_config
-from transforms.episodes import EpisodeConfig
-from verifiers.feedback import LEVELS as FEEDBACK_LEVELS
+from tasksieve.pipeline.flags.turns import LEVELS, add_episode_flags, episode_config
+from tasksieve.transforms.rollouts.episode_state import EpisodeConfig
+from tasksieve.verifiers.feedback import LEVELS as FEEDBACK_LEVELS
 
 
 def _parse(*argv: str) -> argparse.Namespace:

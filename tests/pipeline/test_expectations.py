@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pipeline.expectations import CheckItem, NotAnOutput, check_output
+from tasksieve.pipeline.outputs.checks.run import CheckItem, NotAnOutput, check_output
 from tests.pipeline.gx_helpers import copy_run, curate, rewrite, set_values, shared_run
 
 pytestmark = pytest.mark.slow
@@ -284,8 +284,8 @@ def test_failed_checks_block_publishing_and_exit_4(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    from tasksieve.transforms import reasons
     from tests.pipeline.gx_helpers import PROBLEMS
-    from transforms import reasons
 
     out = copy_run(run, tmp_path)
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}

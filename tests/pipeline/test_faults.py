@@ -17,17 +17,17 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-import transforms.dedup
-import transforms.exact_dedup
-import transforms.gates
-import transforms.reliability
-import transforms.rollouts
-import transforms.score
-import transforms.validate
-from pipeline.cli import main
-from transforms.contamination_sets import ContaminationIndex
-from transforms.reasons import GUARDED
-from transforms.samplers.replay import ReplayModelHandler
+import tasksieve.transforms.dedup.exact
+import tasksieve.transforms.dedup.near
+import tasksieve.transforms.filter
+import tasksieve.transforms.ingest.validate
+import tasksieve.transforms.reliability.detectors
+import tasksieve.transforms.reliability.gates
+import tasksieve.transforms.rollouts.rounds
+from tasksieve.pipeline.cli import main
+from tasksieve.transforms.decontam.sets import ContaminationIndex
+from tasksieve.transforms.reasons import GUARDED
+from tasksieve.transforms.samplers.replay import ReplayModelHandler
 
 # name -> (what the function does, its body, three inputs and outputs for the asserts)
 FUNCS: dict[str, tuple[str, str, list[tuple[int, Any]]]] = {
@@ -111,14 +111,19 @@ def _plant(mp: pytest.MonkeyPatch) -> None:
     prompt = {stage: _task(name)["prompt"] for stage, name in PLANTED.items()}
     hits: list[tuple[Any, str, str, Callable[..., bool]]] = [
         (
-            transforms.validate,
+            tasksieve.transforms.ingest.validate,
             "validate_record",
             "validate",
             lambda f, n, d, e: d["id"] == t["validate"],
         ),
-        (transforms.exact_dedup, "prompt_key", "exact_dedup", lambda it: it.id == t["exact_dedup"]),
         (
-            transforms.dedup,
+            tasksieve.transforms.dedup.exact,
+            "prompt_key",
+            "exact_dedup",
+            lambda it: it.id == t["exact_dedup"],
+        ),
+        (
+            tasksieve.transforms.dedup.near,
             "shingle_hashes",
             "near_dedup",
             lambda texts, cfg: prompt["near_dedup"] in texts,
@@ -129,28 +134,43 @@ def _plant(mp: pytest.MonkeyPatch) -> None:
             "decontaminate",
             lambda self, p: p == prompt["decontaminate"],
         ),
-        (transforms.gates, "run_gates", "gates", lambda it, *a: it.id == t["gates"]),
         (
-            transforms.reliability,
+            tasksieve.transforms.reliability.gates,
+            "run_gates",
+            "gates",
+            lambda it, *a: it.id == t["gates"],
+        ),
+        (
+            tasksieve.transforms.reliability.detectors,
             "measure_strength",
             "test_strength",
             lambda task, *a: task.id == t["test_strength"],
         ),
-        (transforms.rollouts, "count_shortfall", "rollouts", lambda s: s.task_id == t["rollouts"]),
+        (
+            tasksieve.transforms.rollouts.rounds,
+            "count_shortfall",
+            "rollouts",
+            lambda s: s.task_id == t["rollouts"],
+        ),
         # verify: the last sample's rollout row, after the rows of the earlier samples
         (
-            transforms.rollouts,
+            tasksieve.transforms.rollouts.rounds,
             "Rollout",
             "verify",
             lambda **kw: kw["task_id"] == t["verify"] and kw["sample_index"] == 3,
         ),
         (
-            transforms.reliability,
+            tasksieve.transforms.reliability.detectors,
             "measure_ambiguity",
             "ambiguity",
             lambda task, *a: task.id == t["ambiguity"],
         ),
-        (transforms.score, "curated_row", "filter", lambda s, *a: s.item.id == t["filter"]),
+        (
+            tasksieve.transforms.filter,
+            "curated_row",
+            "filter",
+            lambda s, *a: s.item.id == t["filter"],
+        ),
         (
             ReplayModelHandler,
             "run_inference",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 
 CLEAN = "Write a SQL query that returns the total revenue per region from the sales table."
 OTHER = "Return the number of vowels in a string, counting both upper and lower case letters."

@@ -15,9 +15,9 @@ import pytest
 from apache_beam.internal import pickler
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.build import build
-from pipeline.config import CurateConfig
-from transforms.samplers import SamplerConfig
+from tasksieve.pipeline.curate.build import build
+from tasksieve.pipeline.curate.config import CurateConfig
+from tasksieve.transforms.samplers import SamplerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

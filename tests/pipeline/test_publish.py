@@ -1,4 +1,4 @@
-"""``pipeline.publish``: ROOT/current swapped atomically, only onto finished, checked runs."""
+"""``pipeline.outputs.publish``: ROOT/current swapped atomically, only onto finished runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.publish import NotPublishable, point_current, published_run
+from tasksieve.pipeline.outputs.publish import NotPublishable, point_current, published_run
 
 
 def make_run(root: Path, name: str, checks: bool | None = True) -> Path:

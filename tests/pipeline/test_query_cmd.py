@@ -13,9 +13,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipeline import query_cmd
-from pipeline.catalog import connect
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
+from tasksieve.pipeline.commands import query as query_cmd
+from tasksieve.pipeline.outputs.catalog.views import connect
 from tests.pipeline.catalog_runs import SMALL, curate_lines, parquet_rows
 from tests.pipeline.test_cli_startup import heavy_in, loaded
 
@@ -187,7 +187,14 @@ def test_completion_knows_query(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_the_console_script_exits_2_on_a_missing_dir(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "query", str(tmp_path / "nope"), "select 1"],
+        [
+            sys.executable,
+            "-m",
+            "tasksieve.pipeline.cli",
+            "query",
+            str(tmp_path / "nope"),
+            "select 1",
+        ],
         cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
@@ -197,7 +204,7 @@ def test_the_console_script_exits_2_on_a_missing_dir(tmp_path: Path) -> None:
 
 
 def test_help_lists_every_view_and_macro() -> None:
-    from pipeline.catalog_sql import MACROS, VIEWS
+    from tasksieve.pipeline.outputs.catalog.sql import MACROS, VIEWS
 
     missing = [name for name in (*VIEWS, *MACROS) if name not in query_cmd._EPILOG]
     assert missing == []
@@ -207,7 +214,7 @@ def test_help_lists_every_view_and_macro() -> None:
     "value", ["'nan'::DOUBLE", "'inf'::DOUBLE", "'-inf'::DOUBLE", "[1.0, 'nan'::DOUBLE]"]
 )
 def test_json_format_writes_non_finite_numbers_as_null(value: str) -> None:
-    from pipeline.query_cmd import strict_json
+    from tasksieve.pipeline.commands.query import strict_json
 
     sql = f"SELECT to_json(t) FROM (SELECT {value} AS x, 'NaN text' AS s) t"
     ((line,),) = duckdb.connect().execute(sql).fetchall()

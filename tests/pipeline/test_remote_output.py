@@ -17,8 +17,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-import pipeline.run
-from pipeline.cli import main
+import tasksieve.pipeline.curate.run
+from tasksieve.pipeline.cli import main
 from tests.curate_flags import FAST
 from tests.s3_server import S3Server, s3_server
 
@@ -79,7 +79,7 @@ def _attempts(inp: str, out: str, replay: str, listing: Any, extra: list[str]) -
     """Curate with a storage fault planted after the shards are written, then without."""
     stderr = io.StringIO()
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stderr(stderr):
-        mp.setattr(pipeline.run, "write_report", _planted_fault)
+        mp.setattr(tasksieve.pipeline.curate.run, "write_report", _planted_fault)
         failed = _curate(inp, out, replay, *extra)
     err = " ".join(stderr.getvalue().split())
     after_failure = listing()

@@ -17,9 +17,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
-from pipeline.report import write_report
-from pipeline.report_data import MAX_FAMILIES
+from tasksieve.pipeline.cli import main
+from tasksieve.pipeline.outputs.report.data import MAX_FAMILIES
+from tasksieve.pipeline.outputs.report.page import write_report
 from tests.pipeline.report_fixtures import (
     make_run,
     mixed_run,
@@ -438,7 +438,10 @@ def test_large_run_gives_a_bounded_page(tmp_path: Path) -> None:
 
 
 def test_importing_the_report_does_not_load_matplotlib() -> None:
-    code = "import sys, pipeline.report, pipeline.run; print('matplotlib' in sys.modules)"
+    code = (
+        "import sys, tasksieve.pipeline.outputs.report.page, tasksieve.pipeline.curate.run; "
+        "print('matplotlib' in sys.modules)"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -454,7 +457,8 @@ def test_importing_the_report_does_not_load_matplotlib() -> None:
 def test_without_matplotlib_the_page_keeps_its_tables(mixed: Path) -> None:
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
-        "from pathlib import Path; from pipeline.report import write_report\n"
+        "from pathlib import Path\n"
+        "from tasksieve.pipeline.outputs.report.page import write_report\n"
         f"write_report(Path({str(mixed)!r}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

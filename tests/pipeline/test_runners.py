@@ -17,10 +17,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
-from pipeline.local_portable import PortableEndpoints, local_portable
+from tasksieve.pipeline.cli import main
+from tasksieve.pipeline.curate.local_portable import PortableEndpoints, local_portable
+from tasksieve.transforms.runtime import worker_sandbox
 from tests.curate_flags import FAST
-from transforms import worker_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 REPLAY = ROOT / "examples" / "replay" / "completions.jsonl"

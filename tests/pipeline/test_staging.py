@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.staging import (
+from tasksieve.pipeline.outputs.staging import (
     FAILED,
     LocalTarget,
     OutputExists,
@@ -19,11 +19,16 @@ from pipeline.staging import (
     published_run,
     target_for,
 )
+from tasksieve.transforms.algorithms.minhash import MinHasher
+from tasksieve.transforms.algorithms.textsim import ShingleConfig
+from tasksieve.transforms.dedup.index_store import (
+    index_files,
+    index_settings,
+    read_index_part,
+    write_index_part,
+)
+from tasksieve.transforms.runtime import fsio
 from tests.s3_server import S3Server, s3_server
-from transforms import fsio
-from transforms.minhash import MinHasher
-from transforms.neardup import index_files, index_settings, read_index_part, write_index_part
-from transforms.textsim import ShingleConfig
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import validate
+from tasksieve.pipeline.commands import validate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -175,7 +175,7 @@ def test_reads_parquet_and_reports_its_bad_row(
 
 def _module(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.validate", *argv],
+        [sys.executable, "-m", "tasksieve.pipeline.commands.validate", *argv],
         capture_output=True,
         text=True,
         cwd=REPO,

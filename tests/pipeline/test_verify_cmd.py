@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.verify_run import exit_code
+from tasksieve.pipeline.cli import main
+from tasksieve.pipeline.commands.verify_run import exit_code
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "examples" / "solutions"
@@ -316,7 +316,7 @@ def test_bad_input_gives_no_traceback_from_the_console_entry(tmp_path: Path) -> 
     sol = rows(tmp_path / "sol.jsonl", '{"task_id": "zzz", "solution": "x"}')
     argv = ["verify", "--task", str(CODE_TASKS), "--solutions", str(sol)]
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *argv],
+        [sys.executable, "-m", "tasksieve.pipeline.cli", *argv],
         cwd=ROOT,
         capture_output=True,
         text=True,

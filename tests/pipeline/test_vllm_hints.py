@@ -11,9 +11,9 @@ from pathlib import Path
 import apache_beam as beam
 from apache_beam.portability.common_urns import resource_hints
 
-from pipeline.build import build
-from pipeline.config import CurateConfig
-from transforms.samplers import SamplerConfig
+from tasksieve.pipeline.curate.build import build
+from tasksieve.pipeline.curate.config import CurateConfig
+from tasksieve.transforms.samplers import SamplerConfig
 
 ACCEL = "type:nvidia-l4;count:1;install-nvidia-driver"
 URN = resource_hints.ACCELERATOR.urn

@@ -6,15 +6,17 @@ import json
 
 import pytest
 
-from schemas import SCHEMA_VERSION, TaskRecord
-from schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
-from schemas.export import EXPORTS, HERE, render
+from tasksieve.schemas import SCHEMA_VERSION, TaskRecord
+from tasksieve.schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
+from tasksieve.schemas.export import EXPORTS, HERE, render
 
 
 @pytest.mark.parametrize("name", sorted(EXPORTS))
 def test_committed_json_schema_is_fresh(name: str) -> None:
     committed = (HERE / name).read_text(encoding="utf-8")
-    assert committed == render(EXPORTS[name]), f"run `python -m schemas.export` ({name} stale)"
+    assert committed == render(EXPORTS[name]), (
+        f"run `python -m tasksieve.schemas.export` ({name} stale)"
+    )
 
 
 @pytest.mark.parametrize("schema", [TASKS_SCHEMA, ROLLOUTS_SCHEMA, REJECTED_SCHEMA])

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from schemas import CuratedTask, Lineage, RewardSpec, TaskRecord
-from schemas.records import DEFAULT_REWARD_JSON
+from tasksieve.schemas import CuratedTask, Lineage, RewardSpec, TaskRecord
+from tasksieve.schemas.records import DEFAULT_REWARD_JSON
 
 TASK: dict[str, Any] = {
     "id": "code.f",

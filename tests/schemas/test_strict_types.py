@@ -17,8 +17,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 import pytest
 from pydantic import BaseModel
 
-from schemas.export import HERE
-from schemas.task import (
+from tasksieve.schemas.export import HERE
+from tasksieve.schemas.task import (
     ApiExpectedState,
     ApiInitialState,
     ApiSpec,
@@ -31,7 +31,7 @@ from schemas.task import (
     SqlSpec,
     TaskRecord,
 )
-from schemas.validation import validate_record
+from tasksieve.schemas.validation import validate_record
 
 CODE = {
     "id": "t.code",

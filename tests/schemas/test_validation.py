@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from schemas.task import TaskRecord
-from schemas.validation import Problem, field_path, validate_record
+from tasksieve.schemas.task import TaskRecord
+from tasksieve.schemas.validation import Problem, field_path, validate_record
 
 
 @pytest.fixture

@@ -63,7 +63,7 @@ def start_server(log_dir: Path, *flags: str, token: str | None = TOKEN, port: in
     if token:
         env["TASKSIEVE_SERVICE_TOKEN"] = token
     log = log_dir / f"server-{port}.log"
-    argv = [sys.executable, "-m", "pipeline.cli", "serve", "--port", str(port), *flags]
+    argv = [sys.executable, "-m", "tasksieve.pipeline.cli", "serve", "--port", str(port), *flags]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
     server = Server(f"http://127.0.0.1:{port}", proc, log, token)

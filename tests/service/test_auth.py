@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
+from tasksieve.verifiers.service.config import ServiceConfig
 from tests.service.servers import Server
-from verifiers.service.config import ServiceConfig
 
 WORK = [("POST", "/verify"), ("POST", "/run_code"), ("POST", "/sessions"), ("GET", "/sessions/x")]
 
@@ -53,7 +53,7 @@ def test_serve_no_auth_on_all_interfaces_exits_2(capsys: pytest.CaptureFixture[s
 
 
 def test_the_token_file_is_read(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from verifiers.service.config import read_token
+    from tasksieve.verifiers.service.config import read_token
 
     monkeypatch.setenv("TASKSIEVE_SERVICE_TOKEN", "from-env")
     (tmp_path / "tok").write_text("from-file\n")

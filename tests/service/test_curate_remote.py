@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
 from tests.curate_flags import FAST
 from tests.service.servers import TOKEN, Server, start_server
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 
-from pipeline.cli import build_parser
-from verifiers.service.metrics import make_metrics
+from tasksieve.pipeline.cli import build_parser
+from tasksieve.verifiers.service.metrics import make_metrics
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 MANIFESTS = sorted((DEPLOY / "k8s").glob("*.yaml"))

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tasksieve.verifiers.remote import ServiceClient
 from tests.service.servers import TOKEN, Server, start_server
-from verifiers.remote import ServiceClient
 
 SLEEP = {"code": "import time; time.sleep(1.5); print('slept')", "run_timeout": 10}
 RANDOM = {"code": "import secrets; print(secrets.token_hex(16))"}

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tasksieve.verifiers import SandboxConfig
+from tasksieve.verifiers.registry import VerifierCache, get_verifier
+from tasksieve.verifiers.remote import RemoteSandbox, RemoteVerifier
 from tests.service.servers import TOKEN, Server, free_port, start_server
-from verifiers import SandboxConfig
-from verifiers.registry import VerifierCache, get_verifier
-from verifiers.remote import RemoteSandbox, RemoteVerifier
 
 ROOT = Path(__file__).resolve().parents[2]
 ADD = (ROOT / "examples" / "solutions" / "add.task.json").read_text()
@@ -33,7 +33,7 @@ def pair(tmp_path: Path, server: Server) -> Iterator[tuple[Server, Server]]:
 
 
 def add_task():
-    from schemas import TaskRecord
+    from tasksieve.schemas import TaskRecord
 
     return TaskRecord.model_validate_json(ADD)
 
@@ -82,7 +82,7 @@ def test_all_servers_down_is_an_infra_error_verdict_not_a_crash(token: None) -> 
 
 
 def test_where_the_service_runs_does_not_change_the_run_fingerprint() -> None:
-    from pipeline.config import CurateConfig
+    from tasksieve.pipeline.curate.config import CurateConfig
 
     def fp(*urls: str) -> str:
         sandbox = SandboxConfig(backend="remote", urls=urls)

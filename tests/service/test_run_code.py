@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.service.runcode import RunCodeRequest, run_code
 from tests.service.servers import Server
-from verifiers.sandbox.process.sandbox import ProcessSandbox
-from verifiers.service.runcode import RunCodeRequest, run_code
 
 README = repr(str(Path(__file__).resolve().parents[2] / "README.md"))
 

@@ -9,8 +9,14 @@ from typing import Any
 
 import pytest
 
-from verifiers.service.idempotency import IdempotencyStore, KeyConflict
-from verifiers.service.scheduler import PRIORITIES, DeadlineExceeded, Job, QueueFull, Scheduler
+from tasksieve.verifiers.service.idempotency import IdempotencyStore, KeyConflict
+from tasksieve.verifiers.service.scheduler import (
+    PRIORITIES,
+    DeadlineExceeded,
+    Job,
+    QueueFull,
+    Scheduler,
+)
 
 
 @pytest.fixture

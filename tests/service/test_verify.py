@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from schemas import TaskRecord
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.registry import VerifierCache
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 from tests.service.servers import Server
-from verifiers.registry import VerifierCache
-from verifiers.sandbox.process.sandbox import ProcessSandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "examples" / "tasks"

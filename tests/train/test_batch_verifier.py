@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from benchmarks.humaneval_jobs import jobs
-from pipeline.train.rewards import (
+from tasksieve.pipeline.train.rewards import (
     BatchVerifier,
     RetryPolicy,
     VerificationFailed,
@@ -22,9 +22,9 @@ from pipeline.train.rewards import (
     batch_metrics,
     completion_text,
 )
-from schemas import TaskRecord, Verdict
-from verifiers import SandboxConfig, Verifier
-from verifiers.registry import VerifierCache
+from tasksieve.schemas import TaskRecord, Verdict
+from tasksieve.verifiers import SandboxConfig, Verifier
+from tasksieve.verifiers.registry import VerifierCache
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from pipeline.train.curriculum import band_weight, schedule
+from tasksieve.pipeline.train.curriculum import band_weight, schedule
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.train.cli import EXIT_USAGE
-from pipeline.train.run import LINEAGE_FILE
+from tasksieve.pipeline.cli import main
+from tasksieve.pipeline.train.cli import EXIT_USAGE
+from tasksieve.pipeline.train.run import LINEAGE_FILE
 
 
 def _train(capsys: pytest.CaptureFixture[str], tasks: Path, out: Path, *extra: str) -> str:
@@ -147,8 +147,8 @@ def test_bad_remote_sandbox_settings(
 
 
 def test_remote_sandbox_is_asked_at_training_priority(curated: Path, tmp_path: Path) -> None:
-    from pipeline.train.cli import add_parser
-    from pipeline.train.run import plan
+    from tasksieve.pipeline.train.cli import add_parser
+    from tasksieve.pipeline.train.run import plan
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers(dest="cmd"))

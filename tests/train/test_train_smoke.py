@@ -18,13 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
-from pipeline.train.run import COMPLETIONS_FILE, LINEAGE_FILE, METRICS_FILE
-from schemas import CuratedTask, TaskRecord, Verdict
-from schemas.arrow import TASKS_SCHEMA
-from transforms.items import canonical_json
-from transforms.samplers.extract import extract_solution
-from verifiers.rewards import Reward, reward
+from tasksieve.pipeline.cli import main
+from tasksieve.pipeline.train.run import COMPLETIONS_FILE, LINEAGE_FILE, METRICS_FILE
+from tasksieve.schemas import CuratedTask, TaskRecord, Verdict
+from tasksieve.schemas.arrow import TASKS_SCHEMA
+from tasksieve.transforms.runtime.items import canonical_json
+from tasksieve.transforms.samplers.extract import extract_solution
+from tasksieve.verifiers.rewards import Reward, reward
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 
@@ -36,7 +36,7 @@ SEED = 5
 def _needs_trainer() -> None:
     pytest.importorskip("trl")
     pytest.importorskip("datasets")
-    from transforms.samplers.model_cache import bundled_gguf
+    from tasksieve.transforms.samplers.model_cache import bundled_gguf
 
     try:
         bundled_gguf()
@@ -61,7 +61,7 @@ LENIENT = {
 def _with_lenient_task(curated: Path, dest: Path) -> Path:
     """A copy of the curate run with one more kept code shard: the lenient task, p = 0.5.
 
-    The row is built as ``transforms.score.curated_row`` builds one, taking the curation
+    The row is built as ``tasksieve.transforms.filter.curated_row`` builds one, taking the curation
     measurements it does not set (gates, lineage) from a kept code task of the same run.
     """
     run = dest / "run"

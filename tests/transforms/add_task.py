@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from schemas import TaskRecord
-from transforms.items import Item
+from tasksieve.schemas import TaskRecord
+from tasksieve.transforms.runtime.items import Item
 
 ASSERTS = ["assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-2, 5) == 3"]
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from verifiers import Sandbox
-from verifiers.registry import make_sandbox
+from tasksieve.verifiers import Sandbox
+from tasksieve.verifiers.registry import make_sandbox
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from transforms.adaptive import (
+from tasksieve.transforms.algorithms.adaptive_stopping import (
     AdaptiveConfig,
     budget_label,
     next_round,
@@ -14,7 +14,7 @@ from transforms.adaptive import (
     schedule,
     settled_label,
 )
-from transforms.stats import BandConfig
+from tasksieve.transforms.algorithms.stats import BandConfig
 
 DEFAULT = BandConfig()
 CFG = AdaptiveConfig(max_samples=16, first_round=4, round_size=4)

@@ -17,15 +17,15 @@ import apache_beam as beam
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
 
-from schemas import TaskRecord
-from transforms.adaptive import AdaptiveConfig
-from transforms.adaptive_rollouts import AdaptiveRollouts
-from transforms.common import NAMESPACE, REJECTED
-from transforms.items import Item, Scored
-from transforms.rollouts import ROLLOUTS, Rollouts, Verify
-from transforms.samplers import SamplerConfig
-from transforms.stats import BandConfig
-from verifiers import SandboxConfig
+from tasksieve.schemas import TaskRecord
+from tasksieve.transforms.algorithms.adaptive_stopping import AdaptiveConfig
+from tasksieve.transforms.algorithms.stats import BandConfig
+from tasksieve.transforms.rollouts.adaptive import AdaptiveRollouts
+from tasksieve.transforms.rollouts.rounds import ROLLOUTS, Rollouts, Verify
+from tasksieve.transforms.runtime.common import NAMESPACE, REJECTED
+from tasksieve.transforms.runtime.items import Item, Scored
+from tasksieve.transforms.samplers import SamplerConfig
+from tasksieve.verifiers import SandboxConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = ("code", "sql", "config", "api")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from transforms.contamination_sets import (
+from tasksieve.transforms.decontam.sets import (
     ContaminationIndex,
     ContaminationItem,
     humaneval_path,
@@ -96,7 +96,7 @@ def test_item_too_short_for_ngrams_is_not_matched_by_them() -> None:
 
 
 def test_saved_index_round_trips(tmp_path, index: ContaminationIndex) -> None:
-    from transforms.contamination_sets import is_index_file, load_index_items
+    from tasksieve.transforms.decontam.sets import is_index_file, load_index_items
 
     path = tmp_path / "humaneval.parquet"
     index.save(str(path))

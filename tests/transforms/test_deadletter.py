@@ -12,10 +12,14 @@ from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-import transforms.dedup
-import transforms.exact_dedup
-from schemas import TaskRecord
-from transforms.deadletter import (
+import tasksieve.transforms.dedup.exact
+import tasksieve.transforms.dedup.near
+from tasksieve.schemas import TaskRecord
+from tasksieve.transforms.dedup.near import DedupConfig, NearDedup
+from tasksieve.transforms.ingest.readers import SourceRecord
+from tasksieve.transforms.reasons import GUARDED, error_reason, is_known
+from tasksieve.transforms.rollouts.guard import Isolating, failed_samples
+from tasksieve.transforms.runtime.deadletter import (
     DeadLetterError,
     Fault,
     Guarded,
@@ -24,12 +28,8 @@ from transforms.deadletter import (
     fault_of,
     records_in,
 )
-from transforms.dedup import DedupConfig, NearDedup
-from transforms.items import Item, Scored
-from transforms.reasons import GUARDED, error_reason, is_known
-from transforms.sampler_guard import Isolating, failed_samples
-from transforms.samplers import SamplerConfig, SampleRequest, Samples
-from transforms.sources import SourceRecord
+from tasksieve.transforms.runtime.items import Item, Scored
+from tasksieve.transforms.samplers import SamplerConfig, SampleRequest, Samples
 
 
 def _item(task_id: str, prompt: str = "Write add(a, b).", line: int = 1) -> Item:
@@ -187,7 +187,7 @@ def test_guarded_step_keeps_good_elements_and_rejects_the_bad_one() -> None:
 
 
 def test_a_failing_exact_dedup_group_rejects_every_member(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = transforms.exact_dedup.decide_group
+    real = tasksieve.transforms.dedup.exact.decide_group
 
     def decide(items: Iterable[Item], run_id: str) -> Any:
         members = list(items)
@@ -195,10 +195,10 @@ def test_a_failing_exact_dedup_group_rejects_every_member(monkeypatch: pytest.Mo
             raise RuntimeError("group crash")
         return real(members, run_id)
 
-    monkeypatch.setattr(transforms.exact_dedup, "decide_group", decide)
+    monkeypatch.setattr(tasksieve.transforms.dedup.exact, "decide_group", decide)
     items = [_item("dup1", "P one", 1), _item("dup2", "P one", 2), _item("other", "P two", 3)]
     with BeamPipeline() as p:
-        out = p | beam.Create(items) | transforms.exact_dedup.ExactDedup("r1")
+        out = p | beam.Create(items) | tasksieve.transforms.dedup.exact.ExactDedup("r1")
         assert_that(out["ok"] | beam.Map(lambda it: it.id), equal_to(["other"]), label="ok")
         assert_that(
             out["rejected"] | beam.Map(lambda r: (r["record_id"], r["reason"])),
@@ -211,7 +211,7 @@ WORDS = " ".join(f"word{i}" for i in range(60))
 
 
 def test_a_failing_pair_check_rejects_both_ends(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = transforms.dedup.confirm
+    real = tasksieve.transforms.dedup.near.confirm
 
     def confirm(kv: Any, threshold: float) -> Any:
         ids = {kv[0][3], *(other[3] for other, _ in kv[1]["half"])}
@@ -219,7 +219,7 @@ def test_a_failing_pair_check_rejects_both_ends(monkeypatch: pytest.MonkeyPatch)
             raise RuntimeError("pair crash")
         return real(kv, threshold)
 
-    monkeypatch.setattr(transforms.dedup, "confirm", confirm)
+    monkeypatch.setattr(tasksieve.transforms.dedup.near, "confirm", confirm)
     items = [
         _item("near1", WORDS + " alpha", 1),
         _item("near2", WORDS + " beta", 2),

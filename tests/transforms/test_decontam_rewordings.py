@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from benchmarks.rewordings import humaneval_rows, load_problems, reword
-from transforms.containment import ContainmentIndex
-from transforms.contamination_sets import (
+from tasksieve.transforms.algorithms.containment import ContainmentIndex
+from tasksieve.transforms.algorithms.textsim import jaccard_hashes, shingle_hashes
+from tasksieve.transforms.decontam.sets import (
     ContaminationIndex,
     ContaminationItem,
     IndexSettings,
     load_humaneval,
 )
-from transforms.textsim import jaccard_hashes, shingle_hashes
 
 ROWS = {r["task_id"]: r for r in humaneval_rows()}
 # short and long items, doctest and prose-example styles, two near-identical HumanEval twins

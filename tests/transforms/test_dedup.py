@@ -8,11 +8,11 @@ from typing import Any
 import apache_beam as beam
 import pytest
 
-from schemas import TaskRecord
-from transforms.dedup import DedupConfig, NearDedup
-from transforms.items import Item
-from transforms.minhash import MinHasher
-from transforms.neardup import write_index_part
+from tasksieve.schemas import TaskRecord
+from tasksieve.transforms.algorithms.minhash import MinHasher
+from tasksieve.transforms.dedup.index_store import write_index_part
+from tasksieve.transforms.dedup.near import DedupConfig, NearDedup
+from tasksieve.transforms.runtime.items import Item
 
 WORDS = [
     "alpha",

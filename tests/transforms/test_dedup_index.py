@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import main
+from tasksieve.pipeline.cli import main
+from tasksieve.transforms.algorithms.minhash import MinHasher
+from tasksieve.transforms.dedup.index_compact import compact_index, maybe_compact
+from tasksieve.transforms.dedup.index_lookup import LoadedIndex
+from tasksieve.transforms.dedup.index_store import index_files, write_index_part
+from tasksieve.transforms.dedup.near import DedupConfig
 from tests.transforms.test_dedup import WORDS, item, run, text
-from transforms.dedup import DedupConfig
-from transforms.minhash import MinHasher
-from transforms.neardup import index_files, write_index_part
-from transforms.neardup_compact import compact_index, maybe_compact
-from transforms.neardup_lookup import LoadedIndex
 
 OTHER = text(words=WORDS[::-1])
 
@@ -79,8 +79,8 @@ def test_duplicate_ids_in_the_index_are_loaded_once(tmp_path: Path) -> None:
 
 
 def _doc(cfg: DedupConfig, prompt: str) -> tuple[Any, tuple[int, ...]]:
-    from transforms.minhash import band_keys
-    from transforms.textsim import shingle_hashes
+    from tasksieve.transforms.algorithms.minhash import band_keys
+    from tasksieve.transforms.algorithms.textsim import shingle_hashes
 
     sh = shingle_hashes([prompt], cfg.shingle())
     sig = MinHasher(cfg.num_perm, cfg.seed).signatures(sh)

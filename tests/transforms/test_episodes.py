@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from schemas import Verdict
-from tests.transforms.add_task import add_task, item_of
-from transforms.episode_stages import turn_sampler
-from transforms.episodes import (
+from tasksieve.schemas import Verdict
+from tasksieve.transforms.algorithms.stats import BandConfig
+from tasksieve.transforms.rollouts.episode_state import (
     Episode,
     EpisodeConfig,
     EpisodeState,
@@ -20,10 +19,11 @@ from transforms.episodes import (
     score,
     turn_requests,
 )
-from transforms.samplers import SamplerConfig, SampleRequest, render_messages
-from transforms.samplers.replay import ReplayFileError, ReplayModelHandler, read_replay
-from transforms.samplers.seeds import request_seed, sample_seed
-from transforms.stats import BandConfig
+from tasksieve.transforms.rollouts.multi_turn import turn_sampler
+from tasksieve.transforms.samplers import SamplerConfig, SampleRequest, render_messages
+from tasksieve.transforms.samplers.replay import ReplayFileError, ReplayModelHandler, read_replay
+from tasksieve.transforms.samplers.seeds import request_seed, sample_seed
+from tests.transforms.add_task import add_task, item_of
 
 PASS, FAIL = Verdict(status="pass"), Verdict(status="fail", tests_total=3, tests_passed=1)
 INFRA = Verdict(status="infra_error", detail="sandbox gone")
@@ -209,7 +209,7 @@ def test_every_attempt_of_a_run_has_its_own_seed() -> None:
 
 
 def test_the_openai_sampler_sends_the_conversation_of_a_later_turn() -> None:
-    from transforms.samplers.openai_sampler import request_kwargs
+    from tasksieve.transforms.samplers.openai_sampler import request_kwargs
 
     cfg = SamplerConfig(backend="openai", endpoint="http://localhost:1/v1", model="m", samples=1)
     history = (("assistant", "```python\nwrong\n```"), ("user", "Your answer did not run."))

@@ -9,9 +9,9 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from schemas import TaskRecord
-from transforms.exact_dedup import ExactDedup, decide_group, prompt_key, prompt_text
-from transforms.items import Item
+from tasksieve.schemas import TaskRecord
+from tasksieve.transforms.dedup.exact import ExactDedup, decide_group, prompt_key, prompt_text
+from tasksieve.transforms.runtime.items import Item
 
 CODE_SPEC: dict[str, Any] = {
     "family": "code",

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from schemas import TaskRecord, Verdict
+from tasksieve.schemas import TaskRecord, Verdict
+from tasksieve.transforms.reliability.gates import GatesConfig, run_gates
+from tasksieve.verifiers import Sandbox, Verifier
+from tasksieve.verifiers.registry import get_verifier
 from tests.transforms.add_task import ASSERTS, add_task, item_of
-from transforms.gates import GatesConfig, run_gates
-from verifiers import Sandbox, Verifier
-from verifiers.registry import get_verifier
 
 
 def test_good_task_passes_every_gate(sandbox: Sandbox) -> None:

@@ -14,11 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tasksieve.transforms.ingest.readers import InputError, SourceRecord, expand_inputs
+from tasksieve.transforms.ingest.stage import read_counted
+from tasksieve.transforms.ingest.validate import ValidateFn
+from tasksieve.transforms.runtime import fsio
 from tests.s3_server import S3Server, s3_server
-from transforms import fsio
-from transforms.ingest import read_counted
-from transforms.sources import InputError, SourceRecord, expand_inputs
-from transforms.validate import ValidateFn
 
 
 def _lines(n: int) -> bytes:

@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 
-from schemas import CuratedTask, RewardSpec, TaskRecord
-from schemas.validation import validate_record
-from transforms.items import Item, Scored
-from transforms.score import Filter
-from transforms.stats import BandConfig
-from transforms.write import Write
+from tasksieve.schemas import CuratedTask, RewardSpec, TaskRecord
+from tasksieve.schemas.validation import validate_record
+from tasksieve.transforms.algorithms.stats import BandConfig
+from tasksieve.transforms.filter import Filter
+from tasksieve.transforms.runtime.items import Item, Scored
+from tasksieve.transforms.write import Write
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "tasks").glob("*.jsonl"))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from datasketch import MinHash
 
-from transforms.minhash import (
+from tasksieve.transforms.algorithms.minhash import (
     EMPTY,
     Banding,
     MinHasher,
@@ -16,8 +16,8 @@ from transforms.minhash import (
     estimate,
     explain,
 )
-from transforms.neardup import confirm_flat
-from transforms.textsim import jaccard_hashes
+from tasksieve.transforms.algorithms.textsim import jaccard_hashes
+from tasksieve.transforms.dedup.index_store import confirm_flat
 
 
 def _pair(rng: np.random.Generator, n: int, shared: int) -> tuple[np.ndarray, np.ndarray]:
@@ -84,7 +84,7 @@ def test_explain_names_bands_rows_and_curve() -> None:
 
 def _reference_signature(hasher: MinHasher, s: np.ndarray) -> np.ndarray:
     """One document's OPH signature with optimal densification, written plainly."""
-    from transforms.minhash import _LOW32
+    from tasksieve.transforms.algorithms.minhash import _LOW32
 
     k = hasher.num_perm
     sig = np.full(k, EMPTY, dtype=np.uint32)
@@ -167,7 +167,7 @@ def test_bins_follow_the_general_formula(num_perm: int) -> None:
 
 
 def test_signatures_take_the_minimum_per_bin() -> None:
-    from transforms.minhash import _LOW32
+    from tasksieve.transforms.algorithms.minhash import _LOW32
 
     rng = np.random.default_rng(9)
     sets = [rng.integers(0, 2**63, n, dtype=np.uint64) for n in (500, 0, 3000)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from transforms.samplers.hf import cgroup_cpu_quota, cpu_threads
+from tasksieve.transforms.samplers.hf import cgroup_cpu_quota, cpu_threads
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def _policy_after(code: str, **env: str) -> str:
 
 
 def test_importing_transforms_makes_openmp_waits_passive() -> None:
-    assert _policy_after("import transforms.rollouts") == "PASSIVE"
+    assert _policy_after("import tasksieve.transforms.rollouts.rounds") == "PASSIVE"
 
 
 def test_a_policy_the_user_set_is_kept() -> None:

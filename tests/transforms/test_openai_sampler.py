@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from schemas import Rollout, Verdict
-from transforms.samplers import SamplerConfig, SampleRequest, Samples, make_model_handler
-from transforms.samplers.config import CompletionMeta
-from transforms.samplers.hf import completion_length
-from transforms.samplers.prompts import prompt_hash, render_messages
+from tasksieve.schemas import Rollout, Verdict
+from tasksieve.transforms.samplers import SamplerConfig, SampleRequest, Samples, make_model_handler
+from tasksieve.transforms.samplers.config import CompletionMeta
+from tasksieve.transforms.samplers.hf import completion_length
+from tasksieve.transforms.samplers.prompts import prompt_hash, render_messages
 
 SERVER = {"backend": "openai", "endpoint": "http://127.0.0.1:1/v1", "model": "m"}
 
@@ -42,7 +42,7 @@ def test_config_rejects(fields: dict[str, Any], message: str) -> None:
 
 
 def test_request_passes_sampling_parameters_through() -> None:
-    from transforms.samplers.openai_sampler import request_kwargs
+    from tasksieve.transforms.samplers.openai_sampler import request_kwargs
 
     cfg = SamplerConfig(
         **SERVER,
@@ -78,7 +78,7 @@ def test_handler_loads_without_contacting_the_server(monkeypatch: pytest.MonkeyP
 
 
 def test_api_key_env_must_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    from transforms.samplers.openai_sampler import api_key
+    from tasksieve.transforms.samplers.openai_sampler import api_key
 
     monkeypatch.delenv("TS_TEST_KEY", raising=False)
     with pytest.raises(ValueError, match="TS_TEST_KEY"):
@@ -90,7 +90,7 @@ def test_api_key_env_must_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_unreachable_server_fails_the_task_with_the_error() -> None:
     """Nothing listens on the port: every attempt is refused, the task carries the error."""
     pytest.importorskip("openai")
-    from transforms.samplers.openai_sampler import sample_tasks
+    from tasksieve.transforms.samplers.openai_sampler import sample_tasks
 
     cfg = SamplerConfig(**SERVER, samples=3, max_attempts=2, request_timeout_s=5.0)
     handler = make_model_handler(cfg)
@@ -166,7 +166,7 @@ def _args(**over: Any) -> argparse.Namespace:
     ],
 )
 def test_curate_flags_fail_early(over: dict[str, Any], message: str) -> None:
-    from pipeline.sampler_flags import check_server_args
+    from tasksieve.pipeline.flags.sampler import check_server_args
 
     with pytest.raises(ValueError, match=message):
         check_server_args(_args(**over))

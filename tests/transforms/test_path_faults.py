@@ -18,18 +18,18 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-import transforms.episode_stages
-import transforms.rollouts
+import tasksieve.transforms.rollouts.multi_turn
+import tasksieve.transforms.rollouts.rounds
+from tasksieve.transforms.algorithms.adaptive_stopping import AdaptiveConfig
+from tasksieve.transforms.algorithms.stats import BandConfig
+from tasksieve.transforms.rollouts.adaptive import AdaptiveRollouts
+from tasksieve.transforms.rollouts.episode_state import EpisodeConfig
+from tasksieve.transforms.rollouts.multi_turn import Episodes
+from tasksieve.transforms.runtime.common import REJECTED
+from tasksieve.transforms.samplers import SamplerConfig
+from tasksieve.transforms.samplers.replay import ReplayModelHandler
+from tasksieve.verifiers import SandboxConfig
 from tests.transforms.test_rollout_cache_beam import BAD, GOOD, task
-from transforms.adaptive import AdaptiveConfig
-from transforms.adaptive_rollouts import AdaptiveRollouts
-from transforms.common import REJECTED
-from transforms.episode_stages import Episodes
-from transforms.episodes import EpisodeConfig
-from transforms.samplers import SamplerConfig
-from transforms.samplers.replay import ReplayModelHandler
-from transforms.stats import BandConfig
-from verifiers import SandboxConfig
 
 N = 4
 SAMPLER_HIT, VERIFY_HIT = "t.add1", "t.add2"  # the tasks the planted crashes hit
@@ -99,7 +99,7 @@ def adaptive(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
                 r.task_id == SAMPLER_HIT and self._cfg.first_sample == 2 for r in batch
             ),
             (
-                transforms.rollouts,
+                tasksieve.transforms.rollouts.rounds,
                 lambda **kw: kw["task_id"] == VERIFY_HIT and kw["sample_index"] == 3,
             ),
         )
@@ -123,8 +123,8 @@ def turns(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dic
         _plant(
             mp,
             lambda self, batch, *a: any(r.task_id == SAMPLER_HIT and r.turn == 2 for r in batch),
-            (  # every path builds its rows through transforms.rollouts.rollout_row
-                transforms.rollouts,
+            (  # every path builds its rows through tasksieve.transforms.rollouts.rounds.rollout_row
+                tasksieve.transforms.rollouts.rounds,
                 lambda **kw: kw["task_id"] == VERIFY_HIT and kw["turn"] == 2,
             ),
         )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from transforms.reasons import FAMILIES, REASONS, is_known
+from tasksieve.transforms.reasons import FAMILIES, REASONS, is_known
 
 TRANSFORMS = Path(__file__).resolve().parents[2] / "transforms"
 STAGES = (

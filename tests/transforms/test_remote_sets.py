@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from tasksieve.transforms.decontam.sets import ContaminationIndex, ContaminationItem
+from tasksieve.transforms.decontam.stage import DecontamConfig, index_parts, load_source
+from tasksieve.transforms.runtime import fsio
 from tests.s3_server import S3Server, s3_server
-from transforms import fsio
-from transforms.contamination_sets import ContaminationIndex, ContaminationItem
-from transforms.decontaminate import DecontamConfig, index_parts, load_source
 
 ITEMS = [
     ContaminationItem("bench", "b/0", "def add(a, b):\n    return the sum of a and b"),

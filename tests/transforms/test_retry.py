@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from schemas import TaskRecord, Verdict
+from tasksieve.schemas import TaskRecord, Verdict
+from tasksieve.transforms.algorithms.settle import band_settled
+from tasksieve.transforms.algorithms.stats import BandConfig
+from tasksieve.transforms.reliability.gates import GatesConfig, run_gates
+from tasksieve.transforms.rollouts.rounds import ROLLOUTS, VerifyFn
+from tasksieve.transforms.runtime.items import Scored
+from tasksieve.transforms.samplers import Samples
+from tasksieve.verifiers import Sandbox, SandboxConfig, Verifier
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
+from tasksieve.verifiers.retry import RetryPolicy, verify_with_retry
 from tests.transforms.add_task import add_task, item_of
-from transforms.gates import GatesConfig, run_gates
-from transforms.items import Scored
-from transforms.rollouts import ROLLOUTS, VerifyFn
-from transforms.samplers import Samples
-from transforms.settle import band_settled
-from transforms.stats import BandConfig
-from verifiers import Sandbox, SandboxConfig, Verifier
-from verifiers.families.python.verifier import PythonVerifier
-from verifiers.retry import RetryPolicy, verify_with_retry
 
 FAST = RetryPolicy(attempts=3, base_s=0.01, max_s=0.05)
 GOOD = "def add(a, b):\n    return a + b\n"
@@ -258,7 +258,7 @@ def test_verify_counts_retries_and_samples_left_out_in_beam_metrics() -> None:
     import apache_beam as beam
     from apache_beam.metrics.metric import MetricsFilter
 
-    from transforms.common import NAMESPACE
+    from tasksieve.transforms.runtime.common import NAMESPACE
 
     completions = [GOOD, BAD, BAD + BROKEN_MARK]
     pair = (

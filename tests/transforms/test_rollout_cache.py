@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from schemas import TaskRecord
+from tasksieve.schemas import TaskRecord
+from tasksieve.transforms.rollouts.cache import CacheConfig, store
+from tasksieve.transforms.rollouts.cache.keys import sample_key, sampling_params, verdict_key
+from tasksieve.transforms.rollouts.cache.sampler import CachedModelHandler
+from tasksieve.transforms.samplers import SamplerConfig, SampleRequest
+from tasksieve.transforms.samplers.replay import ReplayModelHandler
 from tests.transforms.add_task import add_task
-from transforms.rollout_cache import CacheConfig, store
-from transforms.rollout_cache.keys import sample_key, sampling_params, verdict_key
-from transforms.rollout_cache.sampler import CachedModelHandler
-from transforms.samplers import SamplerConfig, SampleRequest
-from transforms.samplers.replay import ReplayModelHandler
 
 REQ = SampleRequest("t.add", "code", "Write add(a, b).", "add")
 BASE = SamplerConfig(backend="openai", endpoint="http://h/v1", model="m", samples=4)

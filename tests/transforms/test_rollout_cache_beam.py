@@ -16,16 +16,16 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.counters import read_counters
-from schemas import TaskRecord
+from tasksieve.pipeline.curate.counters import read_counters
+from tasksieve.schemas import TaskRecord
+from tasksieve.transforms.rollouts import rounds as rollouts
+from tasksieve.transforms.rollouts.cache import store
+from tasksieve.transforms.rollouts.rounds import ROLLOUTS, Rollouts, Verify
+from tasksieve.transforms.runtime.items import Item
+from tasksieve.transforms.samplers import SamplerConfig, SampleRequest, Samples
+from tasksieve.transforms.samplers.replay import Recorded, ReplayModelHandler
+from tasksieve.verifiers import SandboxConfig
 from tests.transforms.add_task import ASSERTS
-from transforms import rollouts
-from transforms.items import Item
-from transforms.rollout_cache import store
-from transforms.rollouts import ROLLOUTS, Rollouts, Verify
-from transforms.samplers import SamplerConfig, SampleRequest, Samples
-from transforms.samplers.replay import Recorded, ReplayModelHandler
-from verifiers import SandboxConfig
 
 K = 2
 N = 4
@@ -139,7 +139,7 @@ def test_a_rerun_after_a_crash_does_not_resample_what_was_stored(
     cache = str(tmp_path / "cache")
     monkeypatch.setattr(rollouts, "make_model_handler", Crashing)
     # the sampler's crash no longer fails the run: its tasks are rejected as
-    # rollouts.sampler_error (transforms.sampler_guard) and nothing of theirs is stored
+    # rollouts.sampler_error (tasksieve.transforms.rollouts.guard) and nothing of theirs is stored
     crashed, _ = run(cfg_for(replay), cache)
     assert crashed["rollouts.sampler_errors"] == N - Crashing.crash_after
     assert len(store.load(cache, store.SAMPLES)[0]) == Crashing.crash_after * K

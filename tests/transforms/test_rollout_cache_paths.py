@@ -15,18 +15,18 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline.counters import read_counters
+from tasksieve.pipeline.curate.counters import read_counters
+from tasksieve.transforms.algorithms.adaptive_stopping import AdaptiveConfig
+from tasksieve.transforms.algorithms.stats import BandConfig
+from tasksieve.transforms.rollouts import rounds as rollouts
+from tasksieve.transforms.rollouts.adaptive import AdaptiveRollouts
+from tasksieve.transforms.rollouts.episode_state import EpisodeConfig
+from tasksieve.transforms.rollouts.multi_turn import Episodes
+from tasksieve.transforms.rollouts.rounds import ROLLOUTS, Rollouts, Verify
+from tasksieve.transforms.runtime.common import REJECTED
+from tasksieve.transforms.samplers import SamplerConfig
+from tasksieve.verifiers import SandboxConfig
 from tests.transforms.test_rollout_cache_beam import BAD, CALLS, GOOD, CountingReplay, task
-from transforms import rollouts
-from transforms.adaptive import AdaptiveConfig
-from transforms.adaptive_rollouts import AdaptiveRollouts
-from transforms.common import REJECTED
-from transforms.episode_stages import Episodes
-from transforms.episodes import EpisodeConfig
-from transforms.rollouts import ROLLOUTS, Rollouts, Verify
-from transforms.samplers import SamplerConfig
-from transforms.stats import BandConfig
-from verifiers import SandboxConfig
 
 N = 3
 K = 8

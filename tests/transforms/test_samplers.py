@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from transforms.samplers import (
+from tasksieve.transforms.samplers import (
     SamplerConfig,
     SampleRequest,
     Samples,
@@ -22,7 +22,7 @@ from transforms.samplers import (
     model_id,
     render_messages,
 )
-from transforms.samplers.replay import ReplayFileError, read_replay
+from tasksieve.transforms.samplers.replay import ReplayFileError, read_replay
 
 HAVE_TORCH = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
 
@@ -164,7 +164,7 @@ def test_render_messages_names_entry_point() -> None:
 
 def test_import_does_not_load_torch() -> None:
     code = (
-        "import sys, transforms.samplers\n"
+        "import sys, tasksieve.transforms.samplers\n"
         "bad = [m for m in ('torch', 'transformers', 'apache_beam.ml') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
@@ -226,7 +226,7 @@ def test_replay_short_of_k_says_how_many_were_asked(replay_file: Path, k: int) -
 
 def test_transformers_handler_says_how_many_were_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever the model returns, each Samples carries K, so a short answer is visible."""
-    from transforms.samplers.hf import LoadedModel, TransformersModelHandler
+    from tasksieve.transforms.samplers.hf import LoadedModel, TransformersModelHandler
 
     handler = TransformersModelHandler(SamplerConfig(samples=4))
     # stands in for the model only: the test is about what run_inference reports
@@ -370,7 +370,7 @@ def test_cache_root_respects_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 
 # ------------------------------------------------------------------ real model
 def test_sample_seed_is_stable_and_distinct() -> None:
-    from transforms.samplers.hf import sample_seed
+    from tasksieve.transforms.samplers.hf import sample_seed
 
     assert sample_seed(0, "t", 0) == sample_seed(0, "t", 0)
     assert (
@@ -425,7 +425,7 @@ def test_transformers_backend_without_torch_names_extra(monkeypatch: pytest.Monk
 def test_row_sampler_greedy_limits(temperature: float, top_p: float) -> None:
     import torch
 
-    from transforms.samplers.hf import _RowSampler
+    from tasksieve.transforms.samplers.hf import _RowSampler
 
     scores = torch.randn(6, 1000, generator=torch.Generator().manual_seed(1))
     out = _RowSampler(list(range(6)), temperature, top_p)(None, scores)
@@ -440,7 +440,7 @@ def test_row_sampler_greedy_limits(temperature: float, top_p: float) -> None:
 def test_row_sampler_seeded_per_row() -> None:
     import torch
 
-    from transforms.samplers.hf import _RowSampler
+    from tasksieve.transforms.samplers.hf import _RowSampler
 
     scores = torch.zeros(4, 5000)  # uniform: every row's draw comes from its own seed
     a = _RowSampler([1, 2, 3, 1], 1.0, 1.0)(None, scores).argmax(-1)

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from transforms import sources
-from transforms.sources import (
+from tasksieve.transforms.ingest import readers as sources
+from tasksieve.transforms.ingest.readers import (
     InputError,
     SourceRecord,
     expand_inputs,

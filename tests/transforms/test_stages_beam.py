@@ -10,13 +10,13 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from schemas import TaskRecord
-from transforms.dedup import DedupConfig, ExactDedup, NearDedup
-from transforms.items import Item, Scored, rejection
-from transforms.score import Filter
-from transforms.sources import SourceRecord
-from transforms.stats import BandConfig
-from transforms.validate import Validate
+from tasksieve.schemas import TaskRecord
+from tasksieve.transforms.algorithms.stats import BandConfig
+from tasksieve.transforms.dedup.near import DedupConfig, ExactDedup, NearDedup
+from tasksieve.transforms.filter import Filter
+from tasksieve.transforms.ingest.readers import SourceRecord
+from tasksieve.transforms.ingest.validate import Validate
+from tasksieve.transforms.runtime.items import Item, Scored, rejection
 
 
 def _rec(line: int, task_id: str, prompt: str = "Write add(a, b).") -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from transforms.stats import BandConfig, histogram_bin, wilson_interval
+from tasksieve.transforms.algorithms.stats import BandConfig, histogram_bin, wilson_interval
 
 
 def test_wilson_matches_known_value() -> None:

@@ -9,18 +9,18 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline.reliability_flags import (
+from tasksieve.pipeline.flags.reliability import (
     DEFAULTS,
     add_reliability_flags,
     ambiguity_config,
     strength_config,
 )
-from schemas import CuratedTask, TaskRecord
-from transforms.items import Item, Scored
-from transforms.reliability import Ambiguity, TestStrength
-from transforms.score import curated_row
-from verifiers import SandboxConfig
-from verifiers.reliability import AmbiguityConfig, StrengthConfig
+from tasksieve.schemas import CuratedTask, TaskRecord
+from tasksieve.transforms.filter import curated_row
+from tasksieve.transforms.reliability.detectors import Ambiguity, TestStrength
+from tasksieve.transforms.runtime.items import Item, Scored
+from tasksieve.verifiers import SandboxConfig
+from tasksieve.verifiers.reliability import AmbiguityConfig, StrengthConfig
 
 SANDBOX = SandboxConfig()
 ADULT = "def is_adult(age):\n    return age >= 18\n"
@@ -64,7 +64,7 @@ def test_weak_tests_are_rejected_with_a_survivor_and_strong_ones_kept() -> None:
 
 
 def test_the_kept_row_carries_the_strength_and_ambiguity_columns() -> None:
-    from schemas import AmbiguityCheck, StrengthCheck
+    from tasksieve.schemas import AmbiguityCheck, StrengthCheck
 
     item = Item(STRONG.task, "in.jsonl", 1, "sha", strength=StrengthCheck(
         made=3, killed=3, survived=0, equivalent=0, score=1.0
@@ -148,7 +148,7 @@ def test_bad_values_fail_with_a_message(argv: tuple[str, ...]) -> None:
 
 
 def test_a_family_without_a_differ_passes_through_unmeasured() -> None:
-    from verifiers.registry import get_differ
+    from tasksieve.verifiers.registry import get_differ
 
     try:
         get_differ("sql")

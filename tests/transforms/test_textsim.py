@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from transforms.textsim import (
+from tasksieve.transforms.algorithms.textsim import (
     ShingleConfig,
     identifier_names,
     jaccard,

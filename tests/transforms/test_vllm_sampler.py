@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import build_parser
-from transforms.samplers import SamplerConfig, SampleRequest, make_model_handler
-from transforms.samplers.prompts import prompt_hash, render_messages
-from transforms.samplers.vllm_args import parse_server_arg, server_kwargs
+from tasksieve.pipeline.cli import build_parser
+from tasksieve.transforms.samplers import SamplerConfig, SampleRequest, make_model_handler
+from tasksieve.transforms.samplers.prompts import prompt_hash, render_messages
+from tasksieve.transforms.samplers.vllm_args import parse_server_arg, server_kwargs
 
 VLLM = {"backend": "vllm", "model": "org/model"}
 ACCEL = "type:nvidia-l4;count:1;install-nvidia-driver"
@@ -81,7 +81,7 @@ def test_config_rejects(fields: dict[str, Any], message: str) -> None:
 
 
 def test_sampling_arguments_are_passed_through() -> None:
-    from transforms.samplers.vllm_sampler import sampling_args
+    from tasksieve.transforms.samplers.vllm_sampler import sampling_args
 
     cfg = SamplerConfig(
         **VLLM,
@@ -129,7 +129,7 @@ def test_the_handler_carries_the_accelerator_hint(
 
 
 def test_chat_and_completions_prompts_hash_differently() -> None:
-    from transforms.samplers.vllm_sampler import render_text, request_hash
+    from tasksieve.transforms.samplers.vllm_sampler import render_text, request_hash
 
     req = SampleRequest("t", "code", "Write f.", "f")
     assert request_hash("chat", req) == prompt_hash(render_messages(req))
@@ -138,7 +138,7 @@ def test_chat_and_completions_prompts_hash_differently() -> None:
 
 
 def test_a_server_that_does_not_start_is_reported_with_its_command_line() -> None:
-    from transforms.samplers.vllm_sampler import server_error
+    from tasksieve.transforms.samplers.vllm_sampler import server_error
 
     cfg = SamplerConfig(**VLLM, vllm_args=("--max-model-len=4096", "--enforce-eager"))
     err = server_error(cfg, Exception("Failed to start vLLM server. exit code: 2"))
@@ -164,7 +164,7 @@ def _curate(*extra: str) -> list[str]:
     ],
 )
 def test_curate_flags_fail_early(argv: list[str], message: str) -> None:
-    from pipeline.vllm_flags import check_vllm_args
+    from tasksieve.pipeline.flags.vllm import check_vllm_args
 
     args = build_parser().parse_args(_curate(*argv))
     with pytest.raises(ValueError, match=message):
@@ -172,7 +172,7 @@ def test_curate_flags_fail_early(argv: list[str], message: str) -> None:
 
 
 def test_curate_flags_make_the_config() -> None:
-    from pipeline.curate_cmd import curate_config
+    from tasksieve.pipeline.commands.curate import curate_config
 
     argv = ["--sampler", "vllm", "--model", "org/m", "--vllm-api", "completions"]
     argv += ["--vllm-arg=--max-model-len=4096", "--vllm-arg=--enforce-eager"]

@@ -12,12 +12,12 @@ from apache_beam.internal import pickler
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that
 
-from transforms.gates import GatesConfig, GatesFn
-from transforms.reliability import AmbiguityFn, TestStrengthFn
-from transforms.rollouts import VerifyFn
-from transforms.worker_sandbox import SharedSandbox, WorkerSandbox
-from verifiers import SandboxConfig
-from verifiers.reliability import AmbiguityConfig, StrengthConfig
+from tasksieve.transforms.reliability.detectors import AmbiguityFn, TestStrengthFn
+from tasksieve.transforms.reliability.gates import GatesConfig, GatesFn
+from tasksieve.transforms.rollouts.rounds import VerifyFn
+from tasksieve.transforms.runtime.worker_sandbox import SharedSandbox, WorkerSandbox
+from tasksieve.verifiers import SandboxConfig
+from tasksieve.verifiers.reliability import AmbiguityConfig, StrengthConfig
 
 CFG = SandboxConfig()
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers.families.python.verifier import PythonVerifier
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 
 @pytest.fixture(scope="session")

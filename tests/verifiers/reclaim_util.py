@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 KINDS = {  # the process sandbox's executors and isolation methods
     "forkserver": {},

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from schemas import TaskRecord
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
+from tasksieve.verifiers.registry import make_sandbox
+from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 from tests.verifiers.hostile import BOMBS, HACKS, NET, PROCESSES, SECRETS, WRITES
-from verifiers.families.python.verifier import PythonVerifier
-from verifiers.registry import make_sandbox
-from verifiers.sandbox.base import Execution, Limits, Sandbox
-from verifiers.sandbox.process.sandbox import ProcessSandbox
 
 LIMITS = Limits(wall_s=8, cpu_s=4, memory_mb=256, max_processes=16)
 BOMB_LIMITS = Limits(

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from schemas import ApiSpec, TaskRecord
-from transforms.samplers import extract_solution
-from verifiers.families.api import verifier as api_mod
-from verifiers.families.api.verifier import ApiVerifier, compare, site_paths
-from verifiers.sandbox.base import Limits
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.schemas import ApiSpec, TaskRecord
+from tasksieve.transforms.samplers import extract_solution
+from tasksieve.verifiers.families.api import verifier as api_mod
+from tasksieve.verifiers.families.api.verifier import ApiVerifier, compare, site_paths
+from tasksieve.verifiers.sandbox.base import Limits
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = {

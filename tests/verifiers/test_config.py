@@ -12,15 +12,20 @@ from typing import Any
 
 import pytest
 
-from schemas import ConfigSpec, PolicyCheck, TaskRecord
-from transforms.samplers import extract_solution
-from verifiers.families.config import safe_yaml, schema_checks
-from verifiers.families.config.judge import judge
-from verifiers.families.config.policies import evaluate, parse_path, parse_quantity, policy_problems
-from verifiers.families.config.safe_yaml import ConfigLoadError, load_json, load_yaml
-from verifiers.families.config.schema_checks import kubernetes_version
-from verifiers.families.config.verifier import ConfigVerifier
-from verifiers.sandbox.base import Execution, Limits, Sandbox
+from tasksieve.schemas import ConfigSpec, PolicyCheck, TaskRecord
+from tasksieve.transforms.samplers import extract_solution
+from tasksieve.verifiers.families.config import safe_yaml, schema_checks
+from tasksieve.verifiers.families.config.judge import judge
+from tasksieve.verifiers.families.config.policies import (
+    evaluate,
+    parse_path,
+    parse_quantity,
+    policy_problems,
+)
+from tasksieve.verifiers.families.config.safe_yaml import ConfigLoadError, load_json, load_yaml
+from tasksieve.verifiers.families.config.schema_checks import kubernetes_version
+from tasksieve.verifiers.families.config.verifier import ConfigVerifier
+from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 REPLAY_PASSES = {  # examples/README.md, "replay passes (of 4)"

@@ -20,14 +20,14 @@ from typing import Any, TypeVar
 
 import pytest
 
-from schemas import PolicyCheck, TaskRecord
+from tasksieve.schemas import PolicyCheck, TaskRecord
+from tasksieve.transforms.reliability.gates import GatesConfig, run_gates
+from tasksieve.transforms.runtime.items import Item
+from tasksieve.verifiers.families.config import policies
+from tasksieve.verifiers.families.config.regex import RegexRejected, compile_task_regex, search
+from tasksieve.verifiers.families.config.verifier import ConfigLimits, ConfigVerifier
+from tasksieve.verifiers.families.config.workers import WorkerFailed, WorkerPool, WorkerTimeout
 from tests.verifiers.test_config import NoSandbox
-from transforms.gates import GatesConfig, run_gates
-from transforms.items import Item
-from verifiers.families.config import policies
-from verifiers.families.config.regex import RegexRejected, compile_task_regex, search
-from verifiers.families.config.verifier import ConfigLimits, ConfigVerifier
-from verifiers.families.config.workers import WorkerFailed, WorkerPool, WorkerTimeout
 
 T = TypeVar("T")
 SAFETY_S = 240  # generous: a call that has not returned by then is hung

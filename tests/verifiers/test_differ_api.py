@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from schemas import TaskRecord
-from verifiers.families.api.differ import ApiDiffer, api_calls, variations
-from verifiers.families.probes import Probe, ProbeInfraError
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.families.api.differ import ApiDiffer, api_calls, variations
+from tasksieve.verifiers.families.probes import Probe, ProbeInfraError
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 pytest.importorskip("moto")
 
@@ -138,8 +138,8 @@ def test_a_sandbox_without_boto3_is_an_infra_error(sandbox: ProcessSandbox) -> N
 
 
 def test_agree_is_equality_of_normalised_states() -> None:
-    from verifiers.families.api.differ import normalise
-    from verifiers.families.probes import Observation
+    from tasksieve.verifiers.families.api.differ import normalise
+    from tasksieve.verifiers.families.probes import Observation
 
     a: dict[str, Any] = {"sqs": {"queues": {"q": {"messages": ["b", "a"], "hidden": 0}}}}
     b: dict[str, Any] = {"sqs": {"queues": {"q": {"messages": ["a", "b"], "hidden": 0}}}}

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from schemas import TaskRecord
-from verifiers.families.config.differ import ConfigDiffer, changed
-from verifiers.families.config.paths import relevant_paths
-from verifiers.families.config.safe_yaml import load_documents
-from verifiers.families.probes import Observation
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.families.config.differ import ConfigDiffer, changed
+from tasksieve.verifiers.families.config.paths import relevant_paths
+from tasksieve.verifiers.families.config.safe_yaml import load_documents
+from tasksieve.verifiers.families.probes import Observation
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 POD = """apiVersion: v1
 kind: Pod

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from schemas import TaskRecord
-from verifiers.families.probes import Observation, Probe, ProbeInfraError
-from verifiers.families.sql import mutate
-from verifiers.families.sql.differ import SqlDiffer
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.families.probes import Observation, Probe, ProbeInfraError
+from tasksieve.verifiers.families.sql import mutate
+from tasksieve.verifiers.families.sql.differ import SqlDiffer
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 pytest.importorskip("duckdb")
 

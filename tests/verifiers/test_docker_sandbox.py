@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from verifiers.families.python.verifier import PythonVerifier
-from verifiers.sandbox.base import Limits
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
+from tasksieve.verifiers.sandbox.base import Limits
 
 pytestmark = pytest.mark.docker
 
@@ -22,7 +22,7 @@ def docker_sandbox():
         import docker  # noqa: F401
     except ImportError as e:
         pytest.skip(f"docker SDK not installed: {e}")
-    from verifiers.sandbox.docker.sandbox import DockerSandbox
+    from tasksieve.verifiers.sandbox.docker.sandbox import DockerSandbox
 
     try:
         sb = DockerSandbox(pool_size=3)
@@ -184,7 +184,7 @@ def test_describe(docker_sandbox):
 # ---------------------------------------------------------------------- the server protocol
 def test_no_docker_exec_per_run(docker_sandbox):
     assert docker_sandbox.describe()["per_run_exec"] is False
-    from verifiers.sandbox.docker.pool import WRITER_SOURCE
+    from tasksieve.verifiers.sandbox.docker.pool import WRITER_SOURCE
 
     execs = []
     real = docker_sandbox.pool.api.exec_create
@@ -244,7 +244,7 @@ def test_run_cannot_reach_the_server(docker_sandbox):
     ],
 )
 def test_server_answers_bad_lines_and_keeps_serving(docker_sandbox, line):
-    from verifiers.sandbox.docker.sandbox import Limits as _L
+    from tasksieve.verifiers.sandbox.docker.sandbox import Limits as _L
 
     slot = docker_sandbox.pool.acquire(docker_sandbox._shape(_L()))
     try:
@@ -295,7 +295,7 @@ def test_verifier_timeout(docker_sandbox):
 
 def test_missing_image_names_the_fix():
     pytest.importorskip("docker")
-    from verifiers.sandbox.docker.sandbox import DockerSandbox
+    from tasksieve.verifiers.sandbox.docker.sandbox import DockerSandbox
 
     with pytest.raises(RuntimeError, match=r"build-image|dockerd"):
         DockerSandbox(image="tasksieve-no-such-image:never")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from schemas import CheckResult, TaskRecord, Verdict
-from verifiers.families.python.verifier import PythonVerifier
-from verifiers.families.sql.verifier import SqlVerifier
-from verifiers.feedback import (
+from tasksieve.schemas import CheckResult, TaskRecord, Verdict
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
+from tasksieve.verifiers.families.sql.verifier import SqlVerifier
+from tasksieve.verifiers.feedback import (
     CHECK_CHARS,
     DEFAULT_LEVEL,
     MAX_CHARS,
@@ -16,7 +16,7 @@ from verifiers.feedback import (
     feedback_message,
     resolve_level,
 )
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 # Markers standing for hidden test content: a check name, a check detail, the verdict detail
 # and an API trace entry. None of them looks like an error type.

@@ -8,9 +8,9 @@ from importlib import resources
 
 import pytest
 
-from schemas import TaskRecord
-from verifiers.families.python.verifier import PythonVerifier
-from verifiers.registry import make_sandbox
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
+from tasksieve.verifiers.registry import make_sandbox
 
 
 def _problems() -> list[dict[str, str]]:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.sandbox.base import Limits, SandboxUnavailable
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.sandbox.base import Limits, SandboxUnavailable
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 FAST = Limits(wall_s=10, cpu_s=5, memory_mb=256)
 KINDS = {

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from verifiers.sandbox.base import Limits
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.sandbox.base import Limits
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 FAST = Limits(wall_s=5, cpu_s=3, memory_mb=256)
 

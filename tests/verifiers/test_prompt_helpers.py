@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from schemas import TaskRecord
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
+from tasksieve.verifiers.registry import make_sandbox
 from tests.verifiers.hostile.prompt_helpers import CASES, CODEC_CHECK, TAMPERING, TASKS
 from tests.verifiers.test_humaneval import PROBLEMS
 from tests.verifiers.test_humaneval import _task as humaneval_task
-from verifiers.families.python.verifier import PythonVerifier
-from verifiers.registry import make_sandbox
 
 
 @pytest.fixture(scope="module", params=["process", "docker"])

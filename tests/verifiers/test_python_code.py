@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from schemas import TaskRecord
-from verifiers.families.python.verifier import PythonVerifier, normalise_output
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.families.python.verifier import PythonVerifier, normalise_output
 
 
 def task(**spec) -> TaskRecord:

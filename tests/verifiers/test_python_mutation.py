@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from verifiers.families.python.mutation import all_mutants, select
+from tasksieve.verifiers.families.python.mutation import all_mutants, select
 
 REF = '''"""Module docstring: 1 < 2 stays."""
 LIMIT = 10
@@ -83,7 +83,7 @@ def test_a_program_is_mutated_at_module_level_only_when_asked() -> None:
 def test_stdin_probes_keep_length_headers() -> None:
     import random
 
-    from verifiers.families.python.probing import derive_stdin, mutate_stdin
+    from tasksieve.verifiers.families.python.probing import derive_stdin, mutate_stdin
 
     rng = random.Random(0)
     for _ in range(50):

@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from tasksieve.verifiers.sandbox.base import Limits
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.sandbox.process.uids import UIDS
 from tests.verifiers.reclaim_util import (
     FORK_BOMB,
     KINDS,
@@ -33,9 +36,6 @@ from tests.verifiers.reclaim_util import (
     still_alive,
     survivors,
 )
-from verifiers.sandbox.base import Limits
-from verifiers.sandbox.process.sandbox import ProcessSandbox
-from verifiers.sandbox.process.uids import UIDS
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT = Limits(wall_s=1.5, cpu_s=30, memory_mb=256, max_processes=16)
@@ -194,8 +194,8 @@ def test_pair_run_leaves_nothing():
 
 HOST = """
 import json, sys, time
-from verifiers.sandbox.base import Limits
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.sandbox.base import Limits
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 from tests.verifiers.reclaim_util import FORK_BOMB, KINDS, SPIN_WITH_CHILDREN, command
 mark = sys.argv[1]
 limits = Limits(wall_s=600, cpu_s=600, max_processes=16)

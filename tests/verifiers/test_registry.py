@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from verifiers import UnsupportedFamily, get_verifier, make_sandbox
-from verifiers.families.python.verifier import PythonVerifier
-from verifiers.registry import VerifierCache
+from tasksieve.verifiers import UnsupportedFamily, get_verifier, make_sandbox
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
+from tasksieve.verifiers.registry import VerifierCache
 
 
 def test_make_default_sandbox():

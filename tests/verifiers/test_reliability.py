@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from schemas import TaskRecord
-from verifiers.families.probes import Observation, Probe
-from verifiers.families.python.differ import PythonDiffer
-from verifiers.families.python.verifier import PythonVerifier
-from verifiers.reliability import (
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.families.probes import Observation, Probe
+from tasksieve.verifiers.families.python.differ import PythonDiffer
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
+from tasksieve.verifiers.reliability import (
     AmbiguityConfig,
     AmbiguityReport,
     StrengthConfig,
@@ -21,8 +21,8 @@ from verifiers.reliability import (
     measure_strength,
     strength_evidence,
 )
-from verifiers.sandbox.base import Execution, Limits, Sandbox
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 ADULT = "def is_adult(age):\n    return age >= 18\n"
 MIDDLE = "def middle(xs):\n    return xs[len(xs) // 2]\n"
@@ -157,7 +157,7 @@ def test_probes_where_the_reference_fails_are_invalid(sandbox: ProcessSandbox) -
     [(24, 20, 20, False), (24, 20, 18, False), (24, 20, 17, True), (24, 2, 0, False)],
 )
 def test_threshold_and_minimum_valid(tried: int, valid: int, agreed: int, ambiguous: bool) -> None:
-    from verifiers.reliability import Disagreement
+    from tasksieve.verifiers.reliability import Disagreement
 
     odd = tuple(Disagreement("p", (("reference", "1"),), (0,)) for _ in range(valid - agreed))
     rep = AmbiguityReport(tried, valid, agreed, 2, 0.0, odd)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from schemas import LimitPenalty, RewardSpec, RuntimePenalty, Verdict
-from schemas.reward import REWARD_MAX, REWARD_MIN
-from verifiers.rewards import NoReward, Reward, reward
+from tasksieve.schemas import LimitPenalty, RewardSpec, RuntimePenalty, Verdict
+from tasksieve.schemas.reward import REWARD_MAX, REWARD_MIN
+from tasksieve.verifiers.rewards import NoReward, Reward, reward
 
 BINARY = RewardSpec()
 FRACTION = RewardSpec(kind="fraction")

@@ -12,12 +12,18 @@ from typing import Any
 
 import pytest
 
-from schemas import SqlCompare, SqlSpec, TaskRecord
-from transforms.samplers.extract import extract_solution
-from verifiers.families.sql.compare import Result, Tagged, compare_results, decode, values_equal
-from verifiers.families.sql.guest.worker import perturb_statements
-from verifiers.families.sql.verifier import SqlVerifier
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.schemas import SqlCompare, SqlSpec, TaskRecord
+from tasksieve.transforms.samplers.extract import extract_solution
+from tasksieve.verifiers.families.sql.compare import (
+    Result,
+    Tagged,
+    compare_results,
+    decode,
+    values_equal,
+)
+from tasksieve.verifiers.families.sql.guest.worker import perturb_statements
+from tasksieve.verifiers.families.sql.verifier import SqlVerifier
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 pytest.importorskip("duckdb")
 

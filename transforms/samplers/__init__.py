@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from transforms.samplers.config import (
+from tasksieve.transforms.samplers.config import (
     CompletionMeta,
     SamplerConfig,
     SampleRequest,
     Samples,
 )
-from transforms.samplers.errors import SamplerUnavailable
-from transforms.samplers.extract import extract_solution
-from transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
-from transforms.samplers.prompts import render_messages
+from tasksieve.transforms.samplers.errors import SamplerUnavailable
+from tasksieve.transforms.samplers.extract import extract_solution
+from tasksieve.transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
+from tasksieve.transforms.samplers.prompts import render_messages
 
 if TYPE_CHECKING:  # apache_beam.ml imports torch when installed: keep it off the import path
     from apache_beam.ml.inference.base import ModelHandler
@@ -42,19 +42,19 @@ __all__ = [
 def make_model_handler(cfg: SamplerConfig) -> ModelHandler[SampleRequest, Samples, Any]:
     """The Beam ModelHandler for ``cfg.backend``, ready for ``RunInference``."""
     if cfg.backend == "replay":
-        from transforms.samplers.replay import ReplayModelHandler
+        from tasksieve.transforms.samplers.replay import ReplayModelHandler
 
         return ReplayModelHandler(cfg)
     if cfg.backend == "transformers":
-        from transforms.samplers.hf import TransformersModelHandler
+        from tasksieve.transforms.samplers.hf import TransformersModelHandler
 
         return TransformersModelHandler(cfg)
     if cfg.backend == "openai":
-        from transforms.samplers.openai_sampler import OpenAIModelHandler
+        from tasksieve.transforms.samplers.openai_sampler import OpenAIModelHandler
 
         return OpenAIModelHandler(cfg)
     if cfg.backend == "vllm":
-        from transforms.samplers.vllm_sampler import VLLMModelHandler
+        from tasksieve.transforms.samplers.vllm_sampler import VLLMModelHandler
 
         return VLLMModelHandler(cfg)
     raise ValueError(f"unknown sampler backend {cfg.backend!r}")  # config validation prevents

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from transforms.samplers.vllm_args import check_vllm_fields
+from tasksieve.transforms.samplers.vllm_args import check_vllm_fields
 
 BACKENDS: tuple[str, ...] = ("transformers", "replay", "openai", "vllm")
 
@@ -28,14 +28,14 @@ class SamplerConfig:
     cache_dir: str | None = None
     stop_after_code: bool = True  # end a sample once its fenced code block is closed
     stop: tuple[str, ...] = ()  # stop sequences passed to a server (openai backend)
-    # openai backend: an OpenAI-compatible server (see transforms.samplers.openai_sampler)
+    # openai backend: an OpenAI-compatible server (see tasksieve.transforms.samplers.openai_sampler)
     endpoint: str | None = None
     api_key_env: str | None = None  # name of the environment variable holding the key
     max_concurrency: int = 8  # requests in flight per worker
     request_timeout_s: float = 300.0
     max_attempts: int = 5  # per request, the first try included
     extra_body: str = ""  # JSON object merged into every request (server-specific fields)
-    # vllm backend: Beam's vLLM handlers (see transforms.samplers.vllm_sampler)
+    # vllm backend: Beam's vLLM handlers (see tasksieve.transforms.samplers.vllm_sampler)
     vllm_args: tuple[str, ...] = ()  # extra server flags, each "--name=value" or "--name"
     vllm_api: str = "chat"  # chat or completions
     accelerator: str | None = None  # Beam resource hint of the sampling step
@@ -107,7 +107,7 @@ class SampleRequest:
     """One task to sample completions for, or one later turn of one of its episodes.
 
     Turn 1 (the default) asks for K completions of the task's prompt. A later turn of a
-    multi-turn episode (``transforms.episodes``) asks for one completion per request:
+    multi-turn episode (``transforms.rollouts.episode_state``) asks for one completion per request:
     ``history`` holds the conversation after the prompt as (role, content) pairs (the
     episode's earlier answers and the feedback on them, ending with a user message),
     ``turn`` its number and ``episode`` the episode's sample index. Every sampler renders

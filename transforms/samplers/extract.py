@@ -37,7 +37,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from verifiers.families.python.verifier import AST_LOCK
+from tasksieve.verifiers.families.python.verifier import AST_LOCK
 
 _LANGS: dict[str, frozenset[str]] = {
     "code": frozenset({"python", "py", "python3", "py3"}),

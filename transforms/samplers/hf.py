@@ -8,7 +8,7 @@ What it does NOT guarantee: bit-identical samples across different torch builds,
 counts or batch paddings (float rounding can flip a near-tie token, rarely).
 
 Threads: torch gets ``cpu_threads()`` (the CPUs this process may use, cgroup quota included),
-OpenMP threads sleep rather than spin while they wait (``transforms.omp_env``), and one
+OpenMP threads sleep rather than spin while they wait (``transforms.runtime.omp_env``), and one
 ``generate`` runs at a time per process (Beam may call the handler from several threads;
 each call already uses every thread). Beside other busy processes the sampler then slows
 down about in proportion to its CPU share instead of collapsing (benchmarks/cpu_share.py).
@@ -28,11 +28,16 @@ from typing import Any
 
 from apache_beam.ml.inference.base import ModelHandler
 
-from transforms.omp_env import passive_waits
-from transforms.samplers.config import CompletionMeta, SamplerConfig, SampleRequest, Samples
-from transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
-from transforms.samplers.prompts import prompt_hash, render_messages
-from transforms.samplers.seeds import request_seed, sample_seed
+from tasksieve.transforms.runtime.omp_env import passive_waits
+from tasksieve.transforms.samplers.config import (
+    CompletionMeta,
+    SamplerConfig,
+    SampleRequest,
+    Samples,
+)
+from tasksieve.transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
+from tasksieve.transforms.samplers.prompts import prompt_hash, render_messages
+from tasksieve.transforms.samplers.seeds import request_seed, sample_seed
 
 __all__ = ["LoadedModel", "TransformersModelHandler", "cpu_threads", "sample_seed"]
 

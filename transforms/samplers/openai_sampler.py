@@ -12,7 +12,7 @@ answers one sample per request (a request for ``n`` is one seed, not ``n``).
 
 Up to ``max_concurrency`` requests are in flight per worker (a thread pool around the
 synchronous client). Each request has a timeout and its own bounded retries
-(``transforms.samplers.retry``: connection errors, timeouts, 408/409/429 and 5xx, with
+(``tasksieve.transforms.samplers.retry``: connection errors, timeouts, 408/409/429 and 5xx, with
 exponential backoff and jitter, honouring Retry-After); the client's own retries are off.
 A task any of whose requests finally fails gets ``Samples.error`` (the pipeline rejects it as
 ``rollouts.sampler_error``) rather than a pass rate from the samples that happened to come
@@ -34,10 +34,15 @@ from typing import Any
 
 from apache_beam.ml.inference.base import ModelHandler
 
-from transforms.common import count
-from transforms.samplers.config import CompletionMeta, SamplerConfig, SampleRequest, Samples
-from transforms.samplers.prompts import prompt_hash, render_messages
-from transforms.samplers.retry import (
+from tasksieve.transforms.runtime.common import count
+from tasksieve.transforms.samplers.config import (
+    CompletionMeta,
+    SamplerConfig,
+    SampleRequest,
+    Samples,
+)
+from tasksieve.transforms.samplers.prompts import prompt_hash, render_messages
+from tasksieve.transforms.samplers.retry import (
     Attempts,
     Failure,
     RetriesExhausted,
@@ -46,7 +51,7 @@ from transforms.samplers.retry import (
     is_retryable_status,
     parse_retry_after,
 )
-from transforms.samplers.seeds import request_seed
+from tasksieve.transforms.samplers.seeds import request_seed
 
 _EXTRA = "pip install 'tasksieve[openai]'"
 _LOG = logging.getLogger(__name__)

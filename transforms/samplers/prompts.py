@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from transforms.samplers.config import SampleRequest
+from tasksieve.transforms.samplers.config import SampleRequest
 
 _SYSTEM: dict[str, str] = {
     "code": (

@@ -29,7 +29,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import ModelHandler
 
-from transforms.samplers.config import SamplerConfig, SampleRequest, Samples
+from tasksieve.transforms.samplers.config import SamplerConfig, SampleRequest, Samples
 
 
 class ReplayFileError(ValueError):

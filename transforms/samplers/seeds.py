@@ -6,7 +6,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from transforms.samplers.config import SampleRequest
+    from tasksieve.transforms.samplers.config import SampleRequest
 
 
 def sample_seed(seed: int, task_id: str, index: int) -> int:

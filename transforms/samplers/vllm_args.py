@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from transforms.samplers.errors import SamplerUnavailable
+from tasksieve.transforms.samplers.errors import SamplerUnavailable
 
 APIS: tuple[str, ...] = ("chat", "completions")
 RESERVED: dict[str, str] = {

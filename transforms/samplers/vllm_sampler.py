@@ -40,8 +40,8 @@ from typing import Any
 
 from apache_beam.ml.inference.base import ModelHandler
 
-from transforms.samplers.config import SamplerConfig, SampleRequest, Samples
-from transforms.samplers.openai_sampler import (
+from tasksieve.transforms.samplers.config import SamplerConfig, SampleRequest, Samples
+from tasksieve.transforms.samplers.openai_sampler import (
     Connection,
     Drawn,
     Failure,
@@ -50,9 +50,9 @@ from transforms.samplers.openai_sampler import (
     to_drawn,
     to_failure,
 )
-from transforms.samplers.prompts import prompt_hash, render_messages
-from transforms.samplers.retry import RetryPolicy, call_with_retries
-from transforms.samplers.vllm_args import VLLMServerError, server_kwargs
+from tasksieve.transforms.samplers.prompts import prompt_hash, render_messages
+from tasksieve.transforms.samplers.retry import RetryPolicy, call_with_retries
+from tasksieve.transforms.samplers.vllm_args import VLLMServerError, server_kwargs
 
 _EXTRA = "pip install 'tasksieve[openai]' (and 'tasksieve[gpu]' on the workers)"
 _LOG = logging.getLogger(__name__)

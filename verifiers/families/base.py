@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import abc
 
-from schemas import TaskRecord, Verdict
-from verifiers.sandbox.base import Sandbox
+from tasksieve.schemas import TaskRecord, Verdict
+from tasksieve.verifiers.sandbox.base import Sandbox
 
 
 class UnsupportedFamily(Exception):

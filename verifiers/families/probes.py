@@ -1,6 +1,6 @@
 """Family hooks for evaluation reliability: mutants of a reference, and extra inputs to probe.
 
-Two detectors use them (the plain functions live in ``verifiers.reliability``):
+Two detectors use them (the plain functions live in ``tasksieve.verifiers.reliability``):
 
 - test strength: each ``Mutant`` of the reference is judged by the task's own verifier. A
   mutant the tests do not kill is *surviving* when it differs from the reference on some
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from schemas import TaskRecord
-from verifiers.sandbox.base import Sandbox
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.sandbox.base import Sandbox
 
 
 @dataclass(frozen=True)

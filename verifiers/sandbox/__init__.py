@@ -5,7 +5,7 @@
 sandbox: standard library only, never importing the host side (a test enforces it).
 """
 
-from verifiers.sandbox.base import (
+from tasksieve.verifiers.sandbox.base import (
     Capabilities,
     Execution,
     Limits,

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import IO, Protocol
 
-from verifiers.sandbox.pipes import Pump, Reader
+from tasksieve.verifiers.sandbox.pipes import Pump, Reader
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class Capabilities:
     - ``site_packages``: where the host's Python packages appear inside the sandbox (empty
       when they are not there; guests that need e.g. boto3 put these on ``sys.path``).
     - ``whole_verifications``: the backend judges whole (task, solution) pairs itself (the
-      sandbox service, ``verifiers.remote``): ``get_verifier`` returns its remote verifier
+      sandbox service, ``tasksieve.verifiers.remote``): ``get_verifier`` returns its remote verifier
       instead of running a family verifier here.
     """
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verifiers.sandbox.base import Sandbox
+from tasksieve.verifiers.sandbox.base import Sandbox
 
 TOKEN_ENV = "TASKSIEVE_SERVICE_TOKEN"
 PRIORITY_NAMES = ("training", "interactive", "curation", "batch")
@@ -43,7 +43,7 @@ class SandboxConfig:
             )
 
     def make(self) -> Sandbox:
-        from verifiers.registry import make_sandbox
+        from tasksieve.verifiers.registry import make_sandbox
 
         return make_sandbox(
             self.backend,

@@ -3,5 +3,5 @@
 ``app`` builds the ASGI application, ``scheduler`` the bounded priority queue and worker
 threads, ``sessions`` the stateful sandboxes for multi-step agents, ``runcode`` the
 SandboxFusion-shaped ``/run_code``. This package imports ``schemas`` and ``verifiers`` only
-(never Beam or the pipeline); the client lives in ``verifiers.remote``.
+(never Beam or the pipeline); the client lives in ``tasksieve.verifiers.remote``.
 """

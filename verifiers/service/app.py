@@ -23,16 +23,16 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
-from schemas import TaskRecord
-from verifiers.sandbox.base import Sandbox
-from verifiers.service import sessions_api
-from verifiers.service.config import ServiceConfig
-from verifiers.service.core import Meta, Service
-from verifiers.service.idempotency import KeyConflict
-from verifiers.service.models import TrivialRequest, VerifyRequest
-from verifiers.service.runcode import BadRequest, RunCodeRequest, plan
-from verifiers.service.scheduler import DeadlineExceeded, QueueFull
-from verifiers.service.sessions import SessionError
+from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.sandbox.base import Sandbox
+from tasksieve.verifiers.service import sessions_api
+from tasksieve.verifiers.service.config import ServiceConfig
+from tasksieve.verifiers.service.core import Meta, Service
+from tasksieve.verifiers.service.idempotency import KeyConflict
+from tasksieve.verifiers.service.models import TrivialRequest, VerifyRequest
+from tasksieve.verifiers.service.runcode import BadRequest, RunCodeRequest, plan
+from tasksieve.verifiers.service.scheduler import DeadlineExceeded, QueueFull
+from tasksieve.verifiers.service.sessions import SessionError
 
 log = logging.getLogger(__name__)
 

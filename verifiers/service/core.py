@@ -2,7 +2,7 @@
 
 ``Service.submit`` is the one way work reaches the sandbox: it applies the request's
 idempotency key, priority, client and deadline, queues the blocking job on the scheduler and
-awaits it without blocking the event loop. The HTTP layer (``verifiers.service.app``) maps
+awaits it without blocking the event loop. The HTTP layer (``tasksieve.verifiers.service.app``) maps
 its exceptions to status codes.
 """
 
@@ -18,15 +18,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from schemas import TaskRecord, Verdict
-from verifiers.registry import FAMILIES_SUPPORTED, VerifierCache, make_sandbox
-from verifiers.sandbox.base import Sandbox
-from verifiers.service.config import ServiceConfig
-from verifiers.service.idempotency import IdempotencyStore
-from verifiers.service.metrics import Metrics, make_metrics
-from verifiers.service.runcode import RunCodeRequest, RunCodeResponse, run_code
-from verifiers.service.scheduler import PRIORITIES, Job, QueueFull, Scheduler
-from verifiers.service.sessions import SessionStore
+from tasksieve.schemas import TaskRecord, Verdict
+from tasksieve.verifiers.registry import FAMILIES_SUPPORTED, VerifierCache, make_sandbox
+from tasksieve.verifiers.sandbox.base import Sandbox
+from tasksieve.verifiers.service.config import ServiceConfig
+from tasksieve.verifiers.service.idempotency import IdempotencyStore
+from tasksieve.verifiers.service.metrics import Metrics, make_metrics
+from tasksieve.verifiers.service.runcode import RunCodeRequest, RunCodeResponse, run_code
+from tasksieve.verifiers.service.scheduler import PRIORITIES, Job, QueueFull, Scheduler
+from tasksieve.verifiers.service.sessions import SessionStore
 
 DEFAULT_PRIORITY = "curation"
 

@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from verifiers.sandbox.base import Execution, Limits, Sandbox
-from verifiers.sandbox.support import check_name
+from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox
+from tasksieve.verifiers.sandbox.support import check_name
 
 LANGUAGES: dict[str, tuple[str, str]] = {  # language -> (file name, interpreter or "")
     "python": ("main.py", ""),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from verifiers.service.config import ServiceConfig, is_loopback
+from tasksieve.verifiers.service.config import ServiceConfig, is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -13,7 +13,7 @@ def serve(cfg: ServiceConfig, log_level: str = "warning") -> None:
     """Serve until interrupted; SIGTERM drains (answers in-flight requests, then exits)."""
     import uvicorn
 
-    from verifiers.service.app import create_app
+    from tasksieve.verifiers.service.app import create_app
 
     if not is_loopback(cfg.host):
         log.warning("serving on %s: every client that can reach it needs the token", cfg.host)

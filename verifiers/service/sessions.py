@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from verifiers.sandbox.base import Execution, Limits, Sandbox
-from verifiers.sandbox.guest import bundle
-from verifiers.sandbox.support import check_name
-from verifiers.service.guest import session_exec as guest
+from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox
+from tasksieve.verifiers.sandbox.guest import bundle
+from tasksieve.verifiers.sandbox.support import check_name
+from tasksieve.verifiers.service.guest import session_exec as guest
 
 GUEST_SOURCE = bundle(guest.__file__)
 

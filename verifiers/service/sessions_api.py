@@ -14,10 +14,10 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.params import Depends
 from fastapi.responses import Response
 
-from verifiers.sandbox.base import Limits
-from verifiers.service.core import Meta, Service
-from verifiers.service.models import SessionCreate, SessionExec
-from verifiers.service.sessions import ExecResult, Session
+from tasksieve.verifiers.sandbox.base import Limits
+from tasksieve.verifiers.service.core import Meta, Service
+from tasksieve.verifiers.service.models import SessionCreate, SessionExec
+from tasksieve.verifiers.service.sessions import ExecResult, Session
 
 PYTHON_NAMES = ("python", "python3")
 

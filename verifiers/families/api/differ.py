@@ -34,11 +34,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from schemas import ApiSpec, TaskRecord
-from schemas.task import ApiInitialState
-from verifiers.families.api.verifier import ApiVerifier
-from verifiers.families.probes import Mutant, Observation, Probe, ProbeInfraError
-from verifiers.sandbox.base import Sandbox
+from tasksieve.schemas import ApiSpec, TaskRecord
+from tasksieve.schemas.task import ApiInitialState
+from tasksieve.verifiers.families.api.verifier import ApiVerifier
+from tasksieve.verifiers.families.probes import Mutant, Observation, Probe, ProbeInfraError
+from tasksieve.verifiers.sandbox.base import Sandbox
 
 PARALLEL = 4
 _FACTORIES = frozenset(("client", "resource"))

@@ -39,10 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schemas import ApiSpec, CheckResult, TaskRecord, Verdict, VerdictStatus
-from verifiers.families.api.guest import harness as api_harness
-from verifiers.families.base import Verifier
-from verifiers.sandbox.base import Limits, Sandbox
+from tasksieve.schemas import ApiSpec, CheckResult, TaskRecord, Verdict, VerdictStatus
+from tasksieve.verifiers.families.api.guest import harness as api_harness
+from tasksieve.verifiers.families.base import Verifier
+from tasksieve.verifiers.sandbox.base import Limits, Sandbox
 
 HARNESS_SOURCE = Path(api_harness.__file__).read_text(encoding="utf-8")
 HARNESS_MEMORY_MB = 2048

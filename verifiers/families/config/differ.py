@@ -32,12 +32,12 @@ from typing import Any
 
 import yaml
 
-from schemas import ConfigSpec, TaskRecord
-from verifiers.families.config.paths import Step, path_text, positions, relevant_paths
-from verifiers.families.config.policies import parse_quantity, same
-from verifiers.families.config.safe_yaml import ConfigLoadError, load_documents
-from verifiers.families.probes import Mutant, Observation, Probe
-from verifiers.sandbox.base import Sandbox
+from tasksieve.schemas import ConfigSpec, TaskRecord
+from tasksieve.verifiers.families.config.paths import Step, path_text, positions, relevant_paths
+from tasksieve.verifiers.families.config.policies import parse_quantity, same
+from tasksieve.verifiers.families.config.safe_yaml import ConfigLoadError, load_documents
+from tasksieve.verifiers.families.probes import Mutant, Observation, Probe
+from tasksieve.verifiers.sandbox.base import Sandbox
 
 _QUANTITY_SUFFIXES = ("Ki", "Mi", "Gi", "Ti", "m", "k", "M", "G")
 

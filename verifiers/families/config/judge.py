@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from schemas import CheckResult, ConfigSpec, Verdict
-from verifiers.families.config import policies
-from verifiers.families.config.regex import RegexRejected
-from verifiers.families.config.safe_yaml import ConfigLoadError, load_documents
-from verifiers.families.config.schema_checks import (
+from tasksieve.schemas import CheckResult, ConfigSpec, Verdict
+from tasksieve.verifiers.families.config import policies
+from tasksieve.verifiers.families.config.regex import RegexRejected
+from tasksieve.verifiers.families.config.safe_yaml import ConfigLoadError, load_documents
+from tasksieve.verifiers.families.config.schema_checks import (
     TaskProblem,
     cached_json_schema_validator,
     check_json_schema,

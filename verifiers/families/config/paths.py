@@ -26,8 +26,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from schemas import ConfigSpec
-from verifiers.families.config.policies import Segment, parse_path
+from tasksieve.schemas import ConfigSpec
+from tasksieve.verifiers.families.config.policies import Segment, parse_path
 
 MAX_SCHEMA_DEPTH = 4
 Step = str | int

@@ -46,8 +46,8 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
-from schemas import CheckResult, PolicyCheck
-from verifiers.families.config.regex import RegexRejected, compile_task_regex, search
+from tasksieve.schemas import CheckResult, PolicyCheck
+from tasksieve.verifiers.families.config.regex import RegexRejected, compile_task_regex, search
 
 _MISSING: Any = object()
 _SHOWN_VIOLATIONS = 3

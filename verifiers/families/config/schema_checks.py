@@ -33,7 +33,7 @@ from kubernetes_validate.utils import all_versions
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
 
-from verifiers.families.config.regex import RegexRejected, compile_task_regex, search
+from tasksieve.verifiers.families.config.regex import RegexRejected, compile_task_regex, search
 
 _KIND = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
 _API_VERSION = re.compile(r"(?:[a-z0-9][a-z0-9.-]{0,251}/)?v[0-9]+(?:(?:alpha|beta)[0-9]+)?")

@@ -14,7 +14,7 @@ per verification, ``ConfigLimits.timeout_s``. Checks, in order, one ``CheckResul
   ship is a task problem, not a fallback to another one); an unknown kind/apiVersion fails
   the check. ``jsonschema``: the task's schema, with the draft its ``$schema`` names (2020-12
   when absent), ``$ref`` resolved only inside the schema, ``format`` as annotation only;
-- ``policy:<id>`` for each policy (semantics in ``verifiers.families.config.policies``).
+- ``policy:<id>`` for each policy (semantics in ``tasksieve.verifiers.families.config.policies``).
 
 Verdict: every check passes -> ``pass``; otherwise ``fail`` with ``tests_passed`` /
 ``tests_total`` counted over all checks listed. A broken task (invalid JSON Schema, a
@@ -48,15 +48,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from schemas import ConfigSpec, TaskRecord, Verdict
-from verifiers.families.base import Verifier
-from verifiers.families.config.judge import parse_error
-from verifiers.families.config.safe_yaml import ConfigLoadError, check_bytes
-from verifiers.families.config.workers import WorkerFailed, WorkerPool, WorkerTimeout
-from verifiers.sandbox.base import Sandbox
+from tasksieve.schemas import ConfigSpec, TaskRecord, Verdict
+from tasksieve.verifiers.families.base import Verifier
+from tasksieve.verifiers.families.config.judge import parse_error
+from tasksieve.verifiers.families.config.safe_yaml import ConfigLoadError, check_bytes
+from tasksieve.verifiers.families.config.workers import WorkerFailed, WorkerPool, WorkerTimeout
+from tasksieve.verifiers.sandbox.base import Sandbox
 
 _ROOT = Path(__file__).resolve().parents[3]  # the directory that holds the verifiers package
-_WORKER = [sys.executable, "-m", "verifiers.families.config.worker"]
+_WORKER = [sys.executable, "-m", "tasksieve.verifiers.families.config.worker"]
 _DETAIL = 300
 
 

@@ -1,4 +1,4 @@
-"""The config verifier's worker process: ``python -m verifiers.families.config.worker``.
+"""The config verifier's worker process: ``python -m tasksieve.verifiers.families.config.worker``.
 
 Speaks the ``config.workers`` protocol on stdin/stdout, one JSON object per line:
 
@@ -23,8 +23,8 @@ import os
 import sys
 from typing import IO, Any
 
-from schemas import ConfigSpec
-from verifiers.families.config.judge import bare_documents, judge
+from tasksieve.schemas import ConfigSpec
+from tasksieve.verifiers.families.config.judge import bare_documents, judge
 
 
 @functools.lru_cache(maxsize=128)

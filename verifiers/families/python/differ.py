@@ -27,13 +27,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from schemas import CodeSpec, TaskRecord
-from verifiers.families.probes import Mutant, Observation, Probe, ProbeInfraError
-from verifiers.families.python import probing
-from verifiers.families.python.guest import harness as python_harness
-from verifiers.families.python.mutation import all_mutants, select
-from verifiers.families.python.verifier import AST_LOCK, HARNESS_SOURCE, normalise_output
-from verifiers.sandbox.base import Execution, Limits, Sandbox
+from tasksieve.schemas import CodeSpec, TaskRecord
+from tasksieve.verifiers.families.probes import Mutant, Observation, Probe, ProbeInfraError
+from tasksieve.verifiers.families.python import probing
+from tasksieve.verifiers.families.python.guest import harness as python_harness
+from tasksieve.verifiers.families.python.mutation import all_mutants, select
+from tasksieve.verifiers.families.python.verifier import AST_LOCK, HARNESS_SOURCE, normalise_output
+from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox
 
 _PER_PROBE_S = 0.15  # wall budget per probe in a batch, on top of a start-up allowance
 _START_S = 1.5

@@ -28,7 +28,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from verifiers.families.probes import Mutant
+from tasksieve.verifiers.families.probes import Mutant
 
 _BOUNDARY: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.Lt: ast.LtE,

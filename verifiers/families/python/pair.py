@@ -13,9 +13,9 @@ import json
 import time
 from typing import Any
 
-from schemas import CheckResult, Verdict, VerdictStatus
-from verifiers.sandbox.base import PairedRun
-from verifiers.sandbox.pipes import Reader
+from tasksieve.schemas import CheckResult, Verdict, VerdictStatus
+from tasksieve.verifiers.sandbox.base import PairedRun
+from tasksieve.verifiers.sandbox.pipes import Reader
 
 _SIGXCPU = 24
 

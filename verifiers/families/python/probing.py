@@ -26,7 +26,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from schemas import CodeSpec
+from tasksieve.schemas import CodeSpec
 
 Args = tuple[list[Any], dict[str, Any]]
 _MAX_NESTING = 8

@@ -32,15 +32,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from schemas import CheckResult, CodeSpec, TaskRecord, Verdict, VerdictStatus
-from verifiers.families.base import Verifier
-from verifiers.families.python.guest import harness as python_harness
-from verifiers.families.python.pair import fails as _fails
-from verifiers.families.python.pair import judge_pair
-from verifiers.families.python.pair import verdict as _verdict
-from verifiers.sandbox.base import Execution, Limits, Sandbox, SpawnedRun
-from verifiers.sandbox.pipes import Pump, Reader
-from verifiers.sandbox.warm import register_warm_script
+from tasksieve.schemas import CheckResult, CodeSpec, TaskRecord, Verdict, VerdictStatus
+from tasksieve.verifiers.families.base import Verifier
+from tasksieve.verifiers.families.python.guest import harness as python_harness
+from tasksieve.verifiers.families.python.pair import fails as _fails
+from tasksieve.verifiers.families.python.pair import judge_pair
+from tasksieve.verifiers.families.python.pair import verdict as _verdict
+from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox, SpawnedRun
+from tasksieve.verifiers.sandbox.pipes import Pump, Reader
+from tasksieve.verifiers.sandbox.warm import register_warm_script
 
 HARNESS_SOURCE = Path(python_harness.__file__).read_text(encoding="utf-8")
 register_warm_script(HARNESS_SOURCE)

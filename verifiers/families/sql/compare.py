@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from schemas import SqlCompare
+from tasksieve.schemas import SqlCompare
 
 MATCH_LIMIT = 5000
 _TEMPORAL = frozenset(("date", "timestamp", "time"))

@@ -28,12 +28,12 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from schemas import SqlSpec, TaskRecord
-from verifiers.families.probes import Mutant, Observation, Probe, ProbeInfraError
-from verifiers.families.sql import mutate, variations
-from verifiers.families.sql.compare import Result, compare_results, decode, decode_rows
-from verifiers.families.sql.verifier import WorkerGone, _Worker
-from verifiers.sandbox.base import Sandbox
+from tasksieve.schemas import SqlSpec, TaskRecord
+from tasksieve.verifiers.families.probes import Mutant, Observation, Probe, ProbeInfraError
+from tasksieve.verifiers.families.sql import mutate, variations
+from tasksieve.verifiers.families.sql.compare import Result, compare_results, decode, decode_rows
+from tasksieve.verifiers.families.sql.verifier import WorkerGone, _Worker
+from tasksieve.verifiers.sandbox.base import Sandbox
 
 WORKER_MEMORY_MB = 2048
 _LABELS = {

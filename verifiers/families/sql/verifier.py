@@ -41,13 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schemas import CheckResult, SqlSpec, TaskRecord, Verdict, VerdictStatus
-from verifiers.families.base import Verifier
-from verifiers.families.sql.compare import Result, compare_results, decode_rows
-from verifiers.families.sql.guest import worker as sql_worker
-from verifiers.sandbox.base import Limits, Sandbox, SpawnedRun
-from verifiers.sandbox.pipes import Pump
-from verifiers.sandbox.support import check_name, limit_from
+from tasksieve.schemas import CheckResult, SqlSpec, TaskRecord, Verdict, VerdictStatus
+from tasksieve.verifiers.families.base import Verifier
+from tasksieve.verifiers.families.sql.compare import Result, compare_results, decode_rows
+from tasksieve.verifiers.families.sql.guest import worker as sql_worker
+from tasksieve.verifiers.sandbox.base import Limits, Sandbox, SpawnedRun
+from tasksieve.verifiers.sandbox.pipes import Pump
+from tasksieve.verifiers.sandbox.support import check_name, limit_from
 
 WORKER_SOURCE = Path(sql_worker.__file__).read_text(encoding="utf-8")
 MAX_REQUESTS = 2000

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from verifiers.sandbox.docker.guest.server import FRAME
+from tasksieve.verifiers.sandbox.docker.guest.server import FRAME
 
 DETACH_KEYS = "ctrl-^,ctrl-_"
 MAX_FRAME = 1 << 26

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from verifiers.sandbox.docker.channel import Channel, ChannelClosed
+from tasksieve.verifiers.sandbox.docker.channel import Channel, ChannelClosed
 
 _CHUNK = 65536
 _END_GRACE_S = 10.0

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from verifiers.sandbox.docker.channel import Channel, attach, exec_channel
-from verifiers.sandbox.docker.guest import server as docker_server
-from verifiers.sandbox.docker.guest import writer as docker_writer
-from verifiers.sandbox.guest import bundle
-from verifiers.sandbox.warm import warm_sources
+from tasksieve.verifiers.sandbox.docker.channel import Channel, attach, exec_channel
+from tasksieve.verifiers.sandbox.docker.guest import server as docker_server
+from tasksieve.verifiers.sandbox.docker.guest import writer as docker_writer
+from tasksieve.verifiers.sandbox.guest import bundle
+from tasksieve.verifiers.sandbox.warm import warm_sources
 
 LABEL = "tasksieve.sandbox"
 OWNER = "tasksieve.owner"

@@ -27,11 +27,23 @@ import time
 import uuid
 from typing import Any
 
-from verifiers.sandbox.base import Capabilities, Execution, Limits, Sandbox, SandboxUnavailable
-from verifiers.sandbox.docker.execution import Outcome, RunProcess, collect_run, settle, start
-from verifiers.sandbox.docker.image import image_name
-from verifiers.sandbox.docker.pool import SCRATCH, USER, Pool, Shape, Slot
-from verifiers.sandbox.support import check_name, limit_from
+from tasksieve.verifiers.sandbox.base import (
+    Capabilities,
+    Execution,
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+)
+from tasksieve.verifiers.sandbox.docker.execution import (
+    Outcome,
+    RunProcess,
+    collect_run,
+    settle,
+    start,
+)
+from tasksieve.verifiers.sandbox.docker.image import image_name
+from tasksieve.verifiers.sandbox.docker.pool import SCRATCH, USER, Pool, Shape, Slot
+from tasksieve.verifiers.sandbox.support import check_name, limit_from
 
 _PATH = "/usr/local/bin:/usr/bin:/bin"
 _SIGKILL_EXIT = 128 + 9
@@ -255,7 +267,7 @@ def _connect() -> Any:
 
 
 def _check_image(client: Any, image: str) -> None:
-    from verifiers.sandbox.docker.image import image_exists
+    from tasksieve.verifiers.sandbox.docker.image import image_exists
 
     if not image_exists(client, image):
         raise SandboxUnavailable(

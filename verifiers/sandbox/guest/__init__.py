@@ -17,9 +17,9 @@ from functools import cache
 from pathlib import Path
 
 _SHARED = re.compile(
-    r"^from (verifiers(?:\.\w+)*\.guest)\.(\w+) import (?:\([\w,\s]+\)|[\w, ]+)\n", re.M
+    r"^from tasksieve\.(verifiers(?:\.\w+)*\.guest)\.(\w+) import (?:\([\w,\s]+\)|[\w, ]+)\n", re.M
 )
-_ROOT = Path(__file__).resolve().parents[3]  # the directory that holds the verifiers package
+_ROOT = Path(__file__).resolve().parents[3]  # the directory that holds the verifiers folder
 _FUTURE = "from __future__ import annotations\n"
 
 

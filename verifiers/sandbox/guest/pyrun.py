@@ -1,7 +1,7 @@
 """Guest code shared by the warm servers: run a Python script as a fresh ``__main__`` in a fork.
 
 Runs inside the sandbox (standard library only). The fork server and the docker server do
-not import this module: ``verifiers.sandbox.guest.bundle`` inlines it where a server names
+not import this module: ``tasksieve.verifiers.sandbox.guest.bundle`` inlines it where a server names
 it, so each server stays one self-contained ``-c`` source. Nothing here is a security
 boundary: it runs with the candidate's uid, after the sandbox is set up.
 """

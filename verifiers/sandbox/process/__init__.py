@@ -1,5 +1,5 @@
 """The ``process`` backend: bubblewrap namespaces, a warm fork server, rlimits, seccomp."""
 
-from verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
 __all__ = ["ProcessSandbox"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from verifiers.sandbox.base import Limits
-from verifiers.sandbox.process.runs import PATH, WORKDIR
+from tasksieve.verifiers.sandbox.base import Limits
+from tasksieve.verifiers.sandbox.process.runs import PATH, WORKDIR
 
 
 def bwrap_argv(

@@ -59,11 +59,11 @@ import threading
 import time
 from typing import Any
 
-from verifiers.sandbox.guest import bundle
-from verifiers.sandbox.process.guest import forkserver as forkserver_main
-from verifiers.sandbox.process.reap import Keeper, inits_of, wait_gone
-from verifiers.sandbox.process.uids import UIDS
-from verifiers.sandbox.warm import warm_sources
+from tasksieve.verifiers.sandbox.guest import bundle
+from tasksieve.verifiers.sandbox.process.guest import forkserver as forkserver_main
+from tasksieve.verifiers.sandbox.process.reap import Keeper, inits_of, wait_gone
+from tasksieve.verifiers.sandbox.process.uids import UIDS
+from tasksieve.verifiers.sandbox.warm import warm_sources
 
 SERVER_SOURCE = bundle(forkserver_main.__file__)
 PREIMPORT = (

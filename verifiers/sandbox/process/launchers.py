@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verifiers.sandbox.guest import bundle
+from tasksieve.verifiers.sandbox.guest import bundle
 
 _GUEST = Path(__file__).parent / "guest"  # scripts: never imported on the host, only read
 RLIMIT_LAUNCHER = bundle(str(_GUEST / "rlimit_launcher.py"))

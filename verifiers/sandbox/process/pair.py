@@ -11,7 +11,7 @@ Compared with two separate runs this shares, between the candidate and its own t
 the loopback interface, the ipc namespace, the /tmp tmpfs and its size limit, and a /proc
 mounted with ``hidepid=2`` (neither sees the other's processes). It does NOT guard against
 the candidate starving its tests of CPU or /tmp space (the wall limit ends both), nor the
-rest of what ``verifiers.sandbox.process.forkserver`` lists.
+rest of what ``tasksieve.verifiers.sandbox.process.forkserver`` lists.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import struct
 import threading
 from typing import Any
 
-from verifiers.sandbox.pipes import Pump, Reader
-from verifiers.sandbox.process.forkserver import ForkServer
-from verifiers.sandbox.process.uids import UIDS
+from tasksieve.verifiers.sandbox.pipes import Pump, Reader
+from tasksieve.verifiers.sandbox.process.forkserver import ForkServer
+from tasksieve.verifiers.sandbox.process.uids import UIDS
 
 
 class PairProcess:

@@ -18,13 +18,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifiers.sandbox.base import Execution, Limits
-from verifiers.sandbox.pipes import Pump, drain_until
-from verifiers.sandbox.process.binds import infra_error
-from verifiers.sandbox.process.forkserver import ForkedProcess
-from verifiers.sandbox.process.reap import inits_of, wait_gone
-from verifiers.sandbox.process.uids import UIDS
-from verifiers.sandbox.support import limit_from, parse_frames, read_nofollow
+from tasksieve.verifiers.sandbox.base import Execution, Limits
+from tasksieve.verifiers.sandbox.pipes import Pump, drain_until
+from tasksieve.verifiers.sandbox.process.binds import infra_error
+from tasksieve.verifiers.sandbox.process.forkserver import ForkedProcess
+from tasksieve.verifiers.sandbox.process.reap import inits_of, wait_gone
+from tasksieve.verifiers.sandbox.process.uids import UIDS
+from tasksieve.verifiers.sandbox.support import limit_from, parse_frames, read_nofollow
 
 WORKDIR = "/tmp"
 PATH = "/usr/local/bin:/usr/bin:/bin"

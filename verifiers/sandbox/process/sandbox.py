@@ -42,7 +42,7 @@ import time
 import warnings
 import weakref
 
-from verifiers.sandbox.base import (
+from tasksieve.verifiers.sandbox.base import (
     Capabilities,
     CapabilityMissing,
     Execution,
@@ -51,28 +51,28 @@ from verifiers.sandbox.base import (
     SandboxUnavailable,
     base_python,
 )
-from verifiers.sandbox.process.binds import (
+from tasksieve.verifiers.sandbox.process.binds import (
     bind_args,
     mount_plan,
     sandbox_site_paths,
     venv_site_paths,
 )
-from verifiers.sandbox.process.bwrap import bwrap_argv
-from verifiers.sandbox.process.forkserver import ForkServer, start_run
-from verifiers.sandbox.process.launchers import COLLECTOR, RLIMIT_LAUNCHER
-from verifiers.sandbox.process.pair import PairProcess, start_pair
-from verifiers.sandbox.process.reap import init_from_info
-from verifiers.sandbox.process.runs import (
+from tasksieve.verifiers.sandbox.process.bwrap import bwrap_argv
+from tasksieve.verifiers.sandbox.process.forkserver import ForkServer, start_run
+from tasksieve.verifiers.sandbox.process.launchers import COLLECTOR, RLIMIT_LAUNCHER
+from tasksieve.verifiers.sandbox.process.pair import PairProcess, start_pair
+from tasksieve.verifiers.sandbox.process.reap import init_from_info
+from tasksieve.verifiers.sandbox.process.runs import (
     PATH,
     WORKDIR,
     SandboxProcess,
     supervise,
     warm_job,
 )
-from verifiers.sandbox.process.seccomp import build_filter
-from verifiers.sandbox.process.uids import UIDS
-from verifiers.sandbox.process.unshare import unshare_argv
-from verifiers.sandbox.support import (
+from tasksieve.verifiers.sandbox.process.seccomp import build_filter
+from tasksieve.verifiers.sandbox.process.uids import UIDS
+from tasksieve.verifiers.sandbox.process.unshare import unshare_argv
+from tasksieve.verifiers.sandbox.support import (
     check_name,
     host_scratch,
 )

@@ -19,9 +19,9 @@ import json
 import os
 from typing import Any
 
-from verifiers.sandbox.base import Limits
-from verifiers.sandbox.process.launchers import MOUNTNS
-from verifiers.sandbox.process.runs import warm_job
+from tasksieve.verifiers.sandbox.base import Limits
+from tasksieve.verifiers.sandbox.process.launchers import MOUNTNS
+from tasksieve.verifiers.sandbox.process.runs import warm_job
 
 
 def unshare_argv(

@@ -52,7 +52,7 @@ import sys
 import types
 from typing import Any
 
-from verifiers.sandbox.docker.guest.cleanup import (
+from tasksieve.verifiers.sandbox.docker.guest.cleanup import (
     SCRATCH,
     collect,
     kill_all,
@@ -61,7 +61,7 @@ from verifiers.sandbox.docker.guest.cleanup import (
     reap,
     remove_owned,
 )
-from verifiers.sandbox.guest.pyrun import (
+from tasksieve.verifiers.sandbox.guest.pyrun import (
     exec_command,
     exit_code,
     finish,

@@ -19,7 +19,7 @@ pipe or -1, payload memfd) it forks:
 
 A ``p`` request (fds: results pipe, stderr pipe, status socket, payload memfd) is a pair
 run: its ``init`` forks the candidate job and then itself becomes the tests job (see
-``_pair_init`` and ``verifiers.sandbox.process.pair``).
+``_pair_init`` and ``tasksieve.verifiers.sandbox.process.pair``).
 
 The server watches each ``init`` with a pidfd and its status socket: a byte or EOF from the
 host kills ``init`` (and with it the whole pid namespace); when ``init`` is reaped the
@@ -27,7 +27,7 @@ namespace is empty and the server writes ``{"rc": code}`` and closes the socket.
 control socket (the host went away) makes the server SIGKILL every run's ``init`` (after
 the kill requests of the same poll round) and exit. Each ``init`` also has a parent-death
 signal, so a server that dies any other way takes its runs with it.
-See ``verifiers.sandbox.process.forkserver`` for the isolation argument.
+See ``tasksieve.verifiers.sandbox.process.forkserver`` for the isolation argument.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import sys
 import types
 from typing import Any
 
-from verifiers.sandbox.guest.pyrun import (
+from tasksieve.verifiers.sandbox.guest.pyrun import (
     exec_command,
     exit_code,
     finish,
@@ -55,7 +55,7 @@ from verifiers.sandbox.guest.pyrun import (
     script_of,
     warm_eligible,
 )
-from verifiers.sandbox.process.guest.nsutil import (
+from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _RLIMITS,
     CLONE_NEWIPC,
     CLONE_NEWNET,

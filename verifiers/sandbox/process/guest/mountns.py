@@ -32,8 +32,8 @@ import struct
 import sys
 from typing import Any
 
-from verifiers.sandbox.guest.pyrun import exec_command
-from verifiers.sandbox.process.guest.nsutil import (
+from tasksieve.verifiers.sandbox.guest.pyrun import exec_command
+from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _RLIMITS,
     CLONE_NEWUSER,
     MS_BIND,

@@ -1,0 +1,1 @@
+"""One module per ``tasksieve`` subcommand: parse, build a config, call the library, report."""

@@ -1,0 +1,1 @@
+"""The curate run: its config, the Beam pipeline built from the stages, running it, its summary."""

@@ -1,0 +1,1 @@
+"""The DuckDB catalog of a curate output: views, macros and their types."""

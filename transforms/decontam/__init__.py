@@ -1,0 +1,1 @@
+"""Decontaminate: match tasks against benchmark sets (HumanEval bundled, user sets)."""

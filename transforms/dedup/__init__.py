@@ -1,0 +1,1 @@
+"""ExactDedup and NearDedup, and the near-dedup index of earlier runs."""

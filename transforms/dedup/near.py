@@ -1,0 +1,453 @@
+"""NearDedup: drop near-repeated prompts, keeping the earliest record of each cluster.
+
+ExactDedup lives in ``tasksieve.transforms.dedup.exact`` (re-exported here).
+
+NearDedup is distributed; no step holds all documents on one worker:
+  1. ``SignFn`` (batched): shingle hashes and MinHash signature per task. Against an index
+     (``DedupConfig.index_path``) each candidate is looked up in the index loaded once per
+     worker (``transforms.dedup.index_lookup``), which yields confirmed (entry, candidate) edges
+     for step 4; with ``index_lookup="shuffle"`` the index entries are read from their
+     Parquet parts in parallel and go through steps 2 and 3 with the candidates instead.
+  2. band keys ``(band, hash of the band's rows)`` -> GroupByKey -> candidate pairs
+     (all pairs of a bucket of up to ``max_bucket`` members; a larger bucket yields a star to
+     its smallest member plus a chain, so it stays connected at linear cost) -> Distinct.
+  3. exact Jaccard confirmation: two CoGroupByKey joins bring both shingle sets to the pair.
+  4. connected components: ``cc_rounds`` rounds of min-label propagation, each followed by
+     pointer jumping (label := label of my label). Propagation alone needs diameter rounds;
+     with jumping a label travels roughly twice as far per round, so the default 4 rounds
+     settle clusters whose diameter is below ~2^4. Whatever has not settled then (edges whose
+     ends still disagree, normally none) is finished exactly by a union-find over those
+     residual edges on one worker, so the result never depends on the bound.
+  5. survivor: the member with the smallest ``(source_file, source_line, id)``; index entries
+     sort first. Others are rejected ``dedup.near`` (or ``dedup.index``) naming the survivor
+     and their Jaccard with their most similar confirmed neighbour.
+
+Faults (``transforms.runtime.deadletter``): a batch whose signing raises is signed again one item at
+a time; an item that still raises, and both ends of a pair whose check raises, are rejected
+``near_dedup.error``. The rest is decided without the failed pairs: a record may still be
+dropped as a near-duplicate of one rejected for an error, and records linked only through a
+failed pair are not joined. The steps on keys alone (buckets, components) and the index
+reading are not guarded: a failure there fails the run.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+
+from tasksieve.schemas import Finding
+from tasksieve.transforms.algorithms.minhash import (
+    EMPTY,
+    Banding,
+    MinHasher,
+    band_keys,
+    choose_banding,
+    explain,
+)
+from tasksieve.transforms.algorithms.textsim import ShingleConfig, jaccard_hashes, shingle_hashes
+from tasksieve.transforms.dedup.exact import ExactDedup, prompt_key
+from tasksieve.transforms.dedup.index_lookup import lookup_edges
+from tasksieve.transforms.dedup.index_store import (
+    check_index,
+    index_files,
+    index_settings,
+    read_index_part,
+)
+from tasksieve.transforms.runtime.common import REJECTED, count, rejected
+from tasksieve.transforms.runtime.deadletter import DEAD, Attempt, Fault, Guarded, reject_records
+from tasksieve.transforms.runtime.items import Item, rejection
+
+__all__ = ["DedupConfig", "ExactDedup", "NearDedup", "prompt_key"]
+
+Key = tuple[int, str, int, str]  # (0 index / 1 candidate, source_file, source_line, id)
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    """Near-dup threshold (exact Jaccard of shingles), shingling, MinHash and LSH settings."""
+
+    near_threshold: float = 0.8
+    shingle_size: int = 3
+    num_perm: int = 128
+    enabled: bool = True
+    shingle_kind: str = "word"
+    strip_comments: bool = False
+    strip_docstrings: bool = False
+    canonical_identifiers: bool = False
+    seed: int = 1
+    fn_weight: float = 0.95
+    max_bucket: int = 100
+    cc_rounds: int = 4
+    index_path: str | None = None
+    index_lookup: str = "worker"
+    """How candidates meet the index: ``worker`` (each worker loads it; see
+    ``transforms.dedup.index_lookup``) or ``shuffle`` (index entries join the band shuffle;
+    for an index too large for a worker's memory)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.near_threshold <= 1.0:
+            raise ValueError(f"need 0 < near_threshold <= 1, got {self.near_threshold}")
+        if self.shingle_size < 1:
+            raise ValueError(f"need shingle_size >= 1, got {self.shingle_size}")
+        if self.num_perm < 16:
+            raise ValueError(f"need num_perm >= 16, got {self.num_perm}")
+        if self.max_bucket < 2:
+            raise ValueError(f"need max_bucket >= 2, got {self.max_bucket}")
+        if not 0 <= self.cc_rounds <= 32:
+            raise ValueError(f"need 0 <= cc_rounds <= 32, got {self.cc_rounds}")
+        if self.index_lookup not in ("worker", "shuffle"):
+            raise ValueError(
+                f"index_lookup must be 'worker' or 'shuffle', got {self.index_lookup!r}"
+            )
+        self.shingle()
+
+    def shingle(self) -> ShingleConfig:
+        return ShingleConfig(
+            kind=self.shingle_kind,
+            size=self.shingle_size,
+            strip_comments=self.strip_comments,
+            strip_docstrings=self.strip_docstrings,
+            canonical_identifiers=self.canonical_identifiers,
+        )
+
+    def banding(self) -> Banding:
+        return choose_banding(self.near_threshold, self.num_perm, self.fn_weight)
+
+    def index_settings(self) -> dict[str, Any]:
+        return index_settings(self.shingle(), self.num_perm, self.seed)
+
+    def explain(self) -> str:
+        return explain(self.banding(), self.near_threshold, self.num_perm, "near dedup")
+
+
+def node_key(item: Item) -> Key:
+    return (1, item.source_file, item.source_line, item.id)
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A node of the near-dup graph: key, sorted shingle hashes and LSH band keys."""
+
+    key: Key
+    shingles: np.ndarray
+    bands: tuple[int, ...]
+
+
+def make_docs(
+    keys: list[Key], shingle_sets: list[np.ndarray], sigs: np.ndarray, banding: Banding
+) -> Iterator[Doc]:
+    """Docs with band keys; documents with no shingles get no band keys (never candidates)."""
+    bk = band_keys(sigs, banding)
+    for key, sh, sig, row in zip(keys, shingle_sets, sigs, bk, strict=True):
+        empty = sig[0] == EMPTY
+        count("near_dedup.empty" if empty else "near_dedup.signed")
+        yield Doc(key, sh, () if empty else tuple(int(v) for v in row))
+
+
+class SignFn(beam.DoFn):
+    """Shingle, hash and band a batch of items (vectorised across the batch)."""
+
+    def __init__(self, cfg: DedupConfig) -> None:
+        self.cfg = cfg
+
+    def setup(self) -> None:
+        self.hasher = MinHasher(self.cfg.num_perm, self.cfg.seed)
+        self.banding = self.cfg.banding()
+
+    def process(self, batch: list[Item]) -> Iterator[Doc]:
+        sh = shingle_hashes([it.task.prompt for it in batch], self.cfg.shingle())
+        sigs = self.hasher.signatures(sh)
+        yield from make_docs([node_key(it) for it in batch], sh, sigs, self.banding)
+
+
+def read_index_docs(file: str, cfg: DedupConfig) -> Iterator[Doc]:
+    """Docs of one index part, keyed to sort before every candidate."""
+    banding = cfg.banding()
+    rows = list(read_index_part(file))
+    if not rows:
+        return
+    sigs = np.stack([r[2] for r in rows])
+    keys: list[Key] = [(0, "", 0, r[0]) for r in rows]
+    for doc in make_docs(keys, [r[1] for r in rows], sigs, banding):
+        count("near_dedup.index_entries")
+        yield doc
+
+
+def bucket_pairs(kv: tuple[Any, Iterable[Key]], max_bucket: int) -> Iterator[tuple[Key, Key]]:
+    """Candidate pairs of one LSH bucket (index-index pairs are skipped)."""
+    members = sorted(set(kv[1]))
+    if len(members) > max_bucket:
+        count("near_dedup.large_buckets")
+        links = [(members[0], m) for m in members[1:]]
+        links += list(itertools.pairwise(members[1:]))
+    else:
+        links = [(a, b) for i, a in enumerate(members) for b in members[i + 1 :]]
+    for a, b in links:
+        if a[0] == 0 and b[0] == 0:
+            continue
+        yield (a, b)
+
+
+def _first_half(kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[tuple[Key, tuple[Key, Any]]]:
+    for sh in kv[1]["sh"][:1]:
+        for other in kv[1]["pair"]:
+            yield (other, (kv[0], sh))
+
+
+def confirm(
+    kv: tuple[Key, dict[str, list[Any]]], threshold: float
+) -> Iterator[tuple[Key, Key, float]]:
+    """Exact Jaccard of each candidate pair; emit the pairs at or above the threshold."""
+    for sh in kv[1]["sh"][:1]:
+        for other, osh in kv[1]["half"]:
+            score = jaccard_hashes(sh, osh)
+            if score >= threshold:
+                count("near_dedup.confirmed_pairs")
+                yield (other, kv[0], score) if other < kv[0] else (kv[0], other, score)
+            else:
+                count("near_dedup.unconfirmed_pairs")
+
+
+def _send(kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[tuple[Key, Key]]:
+    label = min(kv[1]["label"])
+    yield (kv[0], label)
+    for nbrs in kv[1]["adj"]:
+        for n in nbrs:
+            yield (n, label)
+
+
+def _jump(kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[tuple[Key, Key]]:
+    mine = kv[1]["label"]
+    for member in kv[1]["members"]:
+        yield (member, min([kv[0], *mine]))
+
+
+def _residual(kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[tuple[Key, Key]]:
+    own = min(kv[1]["label"])
+    for other in set(kv[1]["msg"]):
+        if other != own:
+            count("near_dedup.residual_edges")
+            yield (own, other)
+
+
+def union_labels(pairs: list[tuple[Key, Key]]) -> dict[Key, Key]:
+    """Root (smallest key) of every label that appears in a residual edge."""
+    parent: dict[Key, Key] = {}
+
+    def find(x: Key) -> Key:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return {x: find(x) for x in list(parent)}
+
+
+class Components(beam.PTransform):
+    """(node, label) for every node of an undirected graph given as (a, b) edges."""
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__()
+        self.rounds = rounds
+
+    def expand(self, edges: beam.PCollection) -> beam.PCollection:
+        adj = (
+            edges
+            | "BothWays" >> beam.FlatMap(lambda e: [(e[0], e[1]), (e[1], e[0])])
+            | "Adjacency" >> beam.GroupByKey()
+            | "Sorted" >> beam.MapTuple(lambda n, ms: (n, sorted(set(ms))))
+        )
+        labels = adj | "Init" >> beam.MapTuple(lambda n, ms: (n, min(n, ms[0])))
+        for r in range(self.rounds):
+            labels = (
+                {"adj": adj, "label": labels}
+                | f"Join{r}" >> beam.CoGroupByKey()
+                | f"Send{r}" >> beam.FlatMap(_send)
+                | f"Min{r}" >> beam.CombinePerKey(min)
+            )
+            labels = (
+                {"members": labels | f"ByLabel{r}" >> beam.KvSwap(), "label": labels}
+                | f"JumpJoin{r}" >> beam.CoGroupByKey()
+                | f"Jump{r}" >> beam.FlatMap(_jump)
+            )
+        msgs = (
+            {"adj": adj, "label": labels}
+            | "CheckJoin" >> beam.CoGroupByKey()
+            | "CheckSend" >> beam.FlatMap(_send)
+        )
+        residual = (
+            {"label": labels, "msg": msgs}
+            | "Residual" >> beam.CoGroupByKey()
+            | "Disagree" >> beam.FlatMap(_residual)
+            | "CollectResidual" >> beam.combiners.ToList()
+            | "UnionFind" >> beam.Map(union_labels)
+        )
+        return labels | "Finish" >> beam.Map(
+            lambda kv, roots: (kv[0], roots.get(kv[1], kv[1])), beam.pvalue.AsSingleton(residual)
+        )
+
+
+def _best(a: tuple[Key, float], b: tuple[Key, float]) -> tuple[Key, float]:
+    return a if (a[1], b[0]) > (b[1], a[0]) else b
+
+
+class DecideFn(beam.DoFn):
+    """Emit each item as kept (with findings for the members it absorbed) or rejected."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def process(self, kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[Any]:
+        got = kv[1]
+        for item in got["item"]:
+            if got.get("failed"):  # signing it or checking one of its pairs raised
+                yield from reject_records([item], got["failed"][0], self.run_id)
+                continue
+            if got["drop"]:
+                survivor, (nbr, score) = got["drop"][0]
+                from_index = survivor[0] == 0
+                via = "" if nbr == survivor else f" with {nbr[3]}"
+                what = "indexed task" if from_index else "near-duplicate of"
+                yield rejected(
+                    rejection(
+                        stage="near_dedup",
+                        reason="dedup.index" if from_index else "dedup.near",
+                        detail=f"{what} {survivor[3]} (Jaccard {score:.3f}{via})",
+                        run_id=self.run_id,
+                        item=item,
+                    )
+                )
+                continue
+            found = [
+                Finding(kind="near_dup", other_id=k[3], method="minhash", score=round(s, 4))
+                for k, s in sorted(got["absorbed"])
+            ]
+            count("near_dedup.kept")
+            yield replace(item, findings=[*item.findings, *found]) if found else item
+
+
+class NearDedup(beam.PTransform):
+    """Distributed MinHash-LSH near-duplicate removal (see the module docstring)."""
+
+    def __init__(self, cfg: DedupConfig, run_id: str) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.run_id = run_id
+
+    def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
+        cfg = self.cfg
+        if not cfg.enabled:
+            return {"ok": items, REJECTED: items | "NoRejections" >> beam.FlatMap(lambda _: [])}
+        batches = items | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=512)
+        signed = batches | "Sign" >> Attempt(beam.ParDo(SignFn(cfg)), "near_dedup")
+        alone = (
+            signed[DEAD]
+            | "OneByOne" >> beam.FlatMap(lambda dead: [[it] for it in dead[0]])
+            | "SignAlone" >> Attempt(beam.ParDo(SignFn(cfg)), "near_dedup")
+        )
+        docs = (signed["ok"], alone["ok"]) | "Signed" >> beam.Flatten()
+        index_edges = None
+        if cfg.index_path and cfg.index_lookup == "worker":
+            check_index(cfg.index_path, cfg.index_settings())
+            index_edges = lookup_edges(
+                docs, cfg.banding(), cfg.near_threshold, index_files(cfg.index_path)
+            )
+        elif cfg.index_path:
+            check_index(cfg.index_path, cfg.index_settings())
+            index = (
+                items.pipeline
+                | "IndexParts" >> beam.Create(index_files(cfg.index_path))
+                | "ReadIndex" >> beam.FlatMap(read_index_docs, cfg)
+            )
+            docs = (docs, index) | "WithIndex" >> beam.Flatten()
+        pairs = (
+            docs
+            | "BandKeys" >> beam.FlatMap(lambda d: [((b, h), d.key) for b, h in enumerate(d.bands)])
+            | "Buckets" >> beam.GroupByKey()
+            | "Pairs" >> beam.FlatMap(bucket_pairs, cfg.max_bucket)
+            | "DistinctPairs" >> beam.Distinct()
+        )
+        shingles = docs | "KeyShingles" >> beam.Map(lambda d: (d.key, d.shingles))
+        edges = (
+            {
+                "sh": shingles,
+                "half": (
+                    {"sh": shingles, "pair": pairs}
+                    | "JoinFirst" >> beam.CoGroupByKey()
+                    | "FirstHalf" >> beam.FlatMap(_first_half)
+                ),
+            }
+            | "JoinSecond" >> beam.CoGroupByKey()
+            | "Confirm" >> Attempt(beam.FlatMap(confirm, cfg.near_threshold), "near_dedup")
+        )
+        failed = (
+            alone[DEAD] | "SignFailed" >> beam.FlatMap(failed_keys),
+            edges[DEAD] | "ConfirmFailed" >> beam.FlatMap(failed_keys),
+        ) | "Failed" >> beam.Flatten()
+        edges = edges["ok"]
+        if index_edges is not None:
+            edges = (edges, index_edges) | "WithIndexEdges" >> beam.Flatten()
+        labels = (
+            edges
+            | "Pairs2" >> beam.Map(lambda e: (e[0], e[1]))
+            | "Components" >> Components(cfg.cc_rounds)
+        )
+        best = (
+            edges
+            | "Scores" >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2])), (e[1], (e[0], e[2]))])
+            | "Best" >> beam.CombinePerKey(lambda vs: _reduce_best(vs))
+        )
+        drops = (
+            {"label": labels, "best": best}
+            | "JoinBest" >> beam.CoGroupByKey()
+            | "Drops"
+            >> beam.FlatMap(
+                lambda kv: [
+                    (kv[0], (lab, b))
+                    for lab in kv[1]["label"]
+                    for b in kv[1]["best"]
+                    if lab != kv[0]
+                ]
+            )
+        )
+        absorbed = drops | "Absorbed" >> beam.MapTuple(lambda node, d: (d[0], (node, d[1][1])))
+        out = (
+            {
+                "item": items | "KeyItems" >> beam.Map(lambda it: (node_key(it), it)),
+                "drop": drops,
+                "absorbed": absorbed,
+                "failed": failed,
+            }
+            | "JoinDecisions" >> beam.CoGroupByKey()
+            | "Decide" >> Guarded(beam.ParDo(DecideFn(self.run_id)), "near_dedup", self.run_id)
+        )
+        return out
+
+
+def failed_keys(dead: tuple[Any, Fault]) -> Iterator[tuple[Key, Fault]]:
+    """``(node key, fault)`` for every node in a failed signing batch or pair check."""
+    element, fault = dead
+    if isinstance(element, list):  # a batch of items
+        keys = [node_key(it) for it in element]
+    else:  # (key, {"sh": ..., "half": [(other key, shingles), ...]})
+        keys = [element[0], *(other for other, _ in element[1]["half"])]
+    for key in keys:
+        yield key, fault
+
+
+def _reduce_best(values: Iterable[tuple[Key, float]]) -> tuple[Key, float]:
+    out: tuple[Key, float] | None = None
+    for v in values:
+        out = v if out is None else _best(out, v)
+    assert out is not None
+    return out

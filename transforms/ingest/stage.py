@@ -1,0 +1,54 @@
+"""Ingest: expand input patterns and stream every record, parse errors included.
+
+A file that cannot be read to its end (corrupt or truncated gzip, Parquet or Arrow data, a
+JSON array never closed, an I/O error of the filesystem) does not fail the run: the records
+read before the fault flow on as usual, and the file adds one more record, marked
+``whole_file``, that Validate rejects as ``ingest.unreadable_file`` with the file name and the
+reason. For conservation that record counts as one input (``ingest.records``): input ==
+kept + rejected still holds, and ``ingest.unreadable_files`` counts such files. The records
+after the fault are not seen, so they are not counted; fix the file and run again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+
+import apache_beam as beam
+
+from tasksieve.transforms.ingest.readers import SourceRecord, expand_inputs, iter_source_records
+from tasksieve.transforms.runtime.common import count
+
+log = logging.getLogger("tasksieve")
+
+
+def read_counted(path: str) -> Iterator[SourceRecord]:
+    """Stream one file's records, counting them; a fault ends the file with one error record."""
+    line = 0
+    try:
+        for rec in iter_source_records(path):
+            line = rec.line
+            count("ingest.records")
+            yield rec
+    except Exception as exc:  # any fault of one file must not fail the run
+        message = str(exc) if path in str(exc) else f"{path}: {exc}"
+        log.warning("unreadable input file (rejected, run goes on): %s", message)
+        count("ingest.records")
+        count("ingest.unreadable_files")
+        yield SourceRecord(path, line, None, message, "", whole_file=True)
+
+
+class Ingest(beam.PTransform):
+    """Read every record of the given files; a record that does not parse still flows on."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        super().__init__()
+        self.files = expand_inputs(patterns)
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            pbegin
+            | "Files" >> beam.Create(self.files)
+            | "Read" >> beam.FlatMap(read_counted)
+            | "Spread" >> beam.Reshuffle()
+        )

@@ -1,0 +1,1 @@
+"""Gates and the evaluation-reliability detectors (test strength, ambiguity) as Beam stages."""

@@ -1,0 +1,196 @@
+"""Gates: a task must have a verifier, enough tests, a passing reference and failing trivia.
+
+The reference runs ``reference_runs`` times (default 3); runs that disagree (some pass, some
+do not) reject the task as ``gate.reference_flaky``, with every run's status in the detail.
+Each run (and each trivial solution) that hits ``infra_error`` is retried under
+``GatesConfig.retry`` (``verifiers.retry``): a broken environment is not flakiness. One that
+still fails after its retries rejects the task as ``gate.infra_error`` with the errors met.
+Counters: ``gates.retries``, ``gates.retry_recovered``, ``gates.retry_exhausted``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import apache_beam as beam
+
+from tasksieve.schemas import CodeSpec, GateResult, TaskRecord
+from tasksieve.transforms.runtime.common import count, rejected
+from tasksieve.transforms.runtime.deadletter import Guarded
+from tasksieve.transforms.runtime.items import Item, rejection
+from tasksieve.transforms.runtime.worker_sandbox import SharedSandbox, WorkerSandbox
+from tasksieve.verifiers import Sandbox, SandboxConfig, UnsupportedFamily, Verifier
+from tasksieve.verifiers.registry import VerifierCache
+from tasksieve.verifiers.retry import RetryOutcome, RetryPolicy, verify_with_retry
+
+log = logging.getLogger("tasksieve.gates")
+
+
+@dataclass(frozen=True)
+class GatesConfig:
+    """Reference runs (flakiness check), the minimum number of tests for code tasks, and the
+    retry policy for verifications that hit infra errors."""
+
+    reference_runs: int = 3
+    min_code_tests: int = 3
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def __post_init__(self) -> None:
+        if self.reference_runs < 1:
+            raise ValueError(f"need reference_runs >= 1, got {self.reference_runs}")
+        if self.min_code_tests < 1:
+            raise ValueError(f"need min_code_tests >= 1, got {self.min_code_tests}")
+
+
+def run_gates(item: Item, verifier: Verifier, cfg: GatesConfig) -> tuple[list[GateResult], str]:
+    """Apply every gate in order; return the results and the failing reason ('' if none)."""
+    task = item.task
+    results: list[GateResult] = []
+    spec = task.verifier
+    if isinstance(spec, CodeSpec):
+        n_tests = spec.test_count()
+        ok = n_tests >= cfg.min_code_tests
+        results.append(GateResult(gate="enough_tests", passed=ok, detail=f"{n_tests} tests"))
+        if not ok:
+            return results, "gate.too_few_tests"
+    ref = task.reference_solution
+    runs = [_verify(verifier, task, ref, cfg) for _ in range(cfg.reference_runs)]
+    outcomes = [r.verdict for r in runs]
+    passes = sum(v.passed for v in outcomes)
+    exhausted = [r for r in runs if r.exhausted]
+    results.append(
+        GateResult(
+            gate="reference_passes",
+            passed=passes == len(outcomes),
+            detail=_runs_detail(runs),
+            duration_s=max(v.duration_s for v in outcomes),
+        )
+    )
+    if exhausted:
+        return results, "gate.infra_error"
+    if passes == 0:
+        return results, "gate.reference_failed"
+    if passes < len(outcomes):
+        return results, "gate.reference_flaky"
+    for trivial in verifier.trivial_solutions(task):
+        out = _verify(verifier, task, trivial, cfg)
+        v = out.verdict
+        if out.exhausted:
+            why = f"infra error after {out.attempts} attempts: {v.detail}"
+            results.append(GateResult(gate="trivial_fails", passed=False, detail=why[:300]))
+            return results, "gate.infra_error"
+        if v.passed:
+            shown = trivial.strip().splitlines()[0] if trivial.strip() else "<empty>"
+            results.append(GateResult(gate="trivial_fails", passed=False, detail=shown[:200]))
+            return results, "gate.trivial_passes"
+    results.append(GateResult(gate="trivial_fails", passed=True))
+    return results, ""
+
+
+def _verify(verifier: Verifier, task: TaskRecord, solution: str, cfg: GatesConfig) -> RetryOutcome:
+    out = verify_with_retry(lambda: verifier.verify(task, solution), cfg.retry)
+    count_retry("gates", out)
+    return out
+
+
+def count_retry(stage: str, out: RetryOutcome) -> None:
+    """Count one verification's retries: ``<stage>.retries``, ``.retry_recovered``,
+    ``.retry_exhausted``."""
+    if out.retries:
+        count(f"{stage}.retries", out.retries)
+    if out.recovered:
+        count(f"{stage}.retry_recovered")
+    if out.exhausted:
+        count(f"{stage}.retry_exhausted")
+
+
+def _runs_detail(runs: list[RetryOutcome]) -> str:
+    """``2/3 runs passed (pass, fail, pass)``, then each distinct failure and the infra errors
+    that retries met."""
+    verdicts = [r.verdict for r in runs]
+    passes = sum(v.passed for v in verdicts)
+    shown = []
+    for r in runs:
+        status = r.verdict.status
+        shown.append(f"{status} after {r.retries} retries" if r.retries else status)
+    text = f"{passes}/{len(runs)} runs passed ({', '.join(shown)})"
+    failures = sorted({f"{v.status}: {v.detail}"[:300] for v in verdicts if not v.passed})
+    if failures:
+        text += "; " + "; ".join(failures)
+    met = [e for r in runs for e in r.errors]
+    if met and any(not r.exhausted for r in runs if r.errors):
+        text += f"; {len(met)} infra errors retried, e.g. {met[0][:150]}"
+    return text
+
+
+class GatesFn(beam.DoFn):
+    """Run the gates for each item; reject with the first failing gate's reason."""
+
+    def __init__(self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str) -> None:
+        self.cfg = cfg
+        self.sandbox_cfg = sandbox
+        self.run_id = run_id
+        self.shared = SharedSandbox(sandbox, run_id)  # one sandbox per worker process
+        self.res: WorkerSandbox | None = None
+        self.sandbox: Sandbox | None = None
+        self.verifiers: VerifierCache | None = None
+
+    def setup(self) -> None:
+        self.res = self.shared.acquire()
+        self.sandbox, self.verifiers = self.res.sandbox, self.res.verifiers
+
+    def teardown(self) -> None:
+        if self.res is not None:
+            self.shared.release(self.res)
+            self.res = self.sandbox = self.verifiers = None
+
+    def process(self, item: Item) -> Iterator[Any]:
+        assert self.verifiers is not None and self.res is not None
+        self.shared.count_once(self.res)  # what this worker's runs really got
+        try:
+            verifier = self.verifiers.get(item.task.family)
+        except UnsupportedFamily as exc:
+            yield rejected(
+                rejection(
+                    stage="gates",
+                    reason="verifier.unsupported",
+                    detail=str(exc),
+                    run_id=self.run_id,
+                    item=item,
+                )
+            )
+            return
+        results, reason = run_gates(item, verifier, self.cfg)
+        log.info("gates %s: %s", item.id, reason or "passed")
+        if reason:
+            failed = next((r for r in results if not r.passed), results[-1])
+            yield rejected(
+                rejection(
+                    stage="gates",
+                    reason=reason,
+                    detail=f"{failed.gate}: {failed.detail}",
+                    run_id=self.run_id,
+                    item=item,
+                )
+            )
+            return
+        count("gates.passed")
+        ref_s = next((g.duration_s for g in results if g.gate == "reference_passes"), None)
+        yield replace(item, gates=[*item.gates, *results], reference_s=ref_s)
+
+
+class Gates(beam.PTransform):
+    """Reject tasks that cannot give a meaningful reward, recording every gate's result."""
+
+    def __init__(self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.sandbox = sandbox
+        self.run_id = run_id
+
+    def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
+        run = beam.ParDo(GatesFn(self.cfg, self.sandbox, self.run_id))
+        return items | "Run" >> Guarded(run, "gates", self.run_id)

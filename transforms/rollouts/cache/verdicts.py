@@ -1,0 +1,121 @@
+"""The verdict half of the rollout cache, used by ``tasksieve.transforms.rollouts.rounds.VerifyFn``.
+
+The cached verdicts are loaded once per worker process (``apache_beam.utils.shared``), not
+per DoFn thread. Verdicts computed by a DoFn instance are buffered and written as one part
+per bundle (``flush``), so a crash loses at most the bundle in flight. ``infra_error``
+verdicts are never stored: they say nothing about the solution and are retried next run.
+
+Counters: ``cache.verdict_hits``, ``cache.verdict_misses``, ``cache.corrupt_entries``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from apache_beam.utils import shared
+
+from tasksieve.schemas import TaskRecord, Verdict
+from tasksieve.transforms.rollouts.cache.keys import verdict_key
+from tasksieve.transforms.rollouts.cache.store import VERDICTS, load, write_part
+from tasksieve.transforms.runtime.common import count
+from tasksieve.verifiers import SandboxConfig
+from tasksieve.verifiers.retry import RetryOutcome
+
+log = logging.getLogger("tasksieve.rollout_cache")
+
+
+def sandbox_settings(cfg: SandboxConfig) -> dict[str, Any]:
+    """The sandbox settings a verdict may depend on (not where or how many)."""
+    return {"backend": cfg.backend, "allow_weak_isolation": cfg.allow_weak_isolation}
+
+
+class _Loaded:
+    """The verdict entries of one cache directory (weakly referenceable for ``Shared``)."""
+
+    def __init__(self, root: str) -> None:
+        self.entries, self.corrupt = load(root, VERDICTS)
+        self.lock = threading.Lock()
+
+    def report_corrupt(self) -> None:
+        """Count the corrupt entries met while loading, once (setup has no metrics context)."""
+        with self.lock:
+            corrupt, self.corrupt = self.corrupt, 0
+        if corrupt:
+            count("cache.corrupt_entries", corrupt)
+
+
+class VerdictCache:
+    """Cached verdicts of one cache directory, and the new ones waiting to be written."""
+
+    def __init__(self, root: str, sandbox: SandboxConfig) -> None:
+        self.root = root
+        self.sandbox = sandbox_settings(sandbox)
+        self.handle = shared.Shared()
+        self.loaded: _Loaded | None = None
+        self.pending: dict[str, Any] = {}
+        self.lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:  # pickled with the DoFn: drop what setup makes
+        return {"root": self.root, "sandbox": self.sandbox, "handle": self.handle}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.loaded, self.pending, self.lock = None, {}, threading.Lock()
+
+    def setup(self) -> None:
+        """Load (or share) this worker process's copy of the cached verdicts."""
+        root = self.root
+        self.loaded = self.handle.acquire(lambda: _Loaded(root), tag=root)
+
+    def verify(
+        self,
+        task: TaskRecord,
+        solutions: Sequence[str],
+        run: Callable[[list[str]], list[RetryOutcome]],
+    ) -> list[RetryOutcome]:
+        """What ``run`` returns for the solutions that missed; the rest from the cache.
+
+        A cached verdict comes back as a one-attempt ``RetryOutcome`` (so no retry is counted).
+        """
+        assert self.loaded is not None, "VerdictCache.setup was not called"
+        self.loaded.report_corrupt()
+        keys = [verdict_key(task, s, self.sandbox) for s in solutions]
+        out: list[RetryOutcome | None] = []
+        for key in keys:
+            cached = _verdict(self.loaded.entries.get(key))
+            out.append(None if cached is None else RetryOutcome(cached, 1))
+        missed = [i for i, v in enumerate(out) if v is None]
+        if len(missed) < len(keys):
+            count("cache.verdict_hits", len(keys) - len(missed))
+        if missed:
+            count("cache.verdict_misses", len(missed))
+            tries = run([solutions[i] for i in missed])
+            with self.lock:
+                for i, t in zip(missed, tries, strict=True):
+                    out[i] = t
+                    if t.verdict.status != "infra_error":
+                        self.pending[keys[i]] = t.verdict.model_dump(mode="json")
+        return [v for v in out if v is not None]
+
+    def flush(self) -> None:
+        """Write the verdicts computed since the last flush as one part."""
+        with self.lock:
+            pending, self.pending = self.pending, {}
+        try:
+            write_part(self.root, VERDICTS, pending)
+        except Exception as exc:  # the run goes on; these verdicts are computed again next time
+            count("cache.write_errors")
+            log.warning("rollout cache: could not store %d verdicts: %s", len(pending), exc)
+
+
+def _verdict(value: Any) -> Verdict | None:
+    if value is None:
+        return None
+    try:
+        return Verdict.model_validate(value)
+    except ValueError:  # an entry from another schema version: verify again
+        count("cache.corrupt_entries")
+        return None

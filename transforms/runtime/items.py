@@ -1,0 +1,114 @@
+"""The element that flows between stages, and the helper that turns one into a rejection."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from tasksieve.schemas import (
+    AmbiguityCheck,
+    Finding,
+    GateResult,
+    RejectedRecord,
+    StrengthCheck,
+    TaskRecord,
+)
+
+
+@dataclass
+class Item:
+    """A validated task plus where it came from and what the stages found about it."""
+
+    task: TaskRecord
+    source_file: str
+    source_line: int
+    input_sha256: str
+    raw: str = ""  # the input record's text, whole (rejected rows carry it for re-ingestion)
+    findings: list[Finding] = field(default_factory=list)
+    gates: list[GateResult] = field(default_factory=list)
+    reference_s: float | None = None  # the reference's measured runtime (set by the gates)
+    strength: StrengthCheck | None = None  # test strength (set by the TestStrength stage)
+
+    @property
+    def id(self) -> str:
+        return self.task.id
+
+    @property
+    def order_key(self) -> tuple[str, int, str]:
+        """Deterministic order: the earliest record in the input wins a tie."""
+        return (self.source_file, self.source_line, self.task.id)
+
+
+@dataclass
+class Scored:
+    """A task with its verified samples counted: k of n passed, n of ``requested`` obtained."""
+
+    item: Item
+    n: int
+    k: int
+    model_id: str
+    requested: int
+    passing: list[tuple[int, str]] = field(default_factory=list)
+    """The passing samples as (sample_index, solution), for the Ambiguity stage."""
+    ambiguity: AmbiguityCheck | None = None  # set by the Ambiguity stage
+    k_by_turn: list[int] | None = None
+    """Multi-turn runs: episodes passed by turn 1..T (k is the band turn's entry)."""
+
+    @property
+    def short(self) -> bool:
+        """Whether the sampler returned fewer samples than asked."""
+        return self.n < self.requested
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def canonical_json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def rejection(
+    *,
+    stage: str,
+    reason: str,
+    detail: str,
+    run_id: str,
+    item: Item | None = None,
+    source_file: str = "",
+    source_line: int = 0,
+    record_id: str | None = None,
+    family: str | None = None,
+    raw: str = "",
+    n: int | None = None,
+    k: int | None = None,
+    n_requested: int | None = None,
+    pass_rate: float | None = None,
+) -> dict[str, Any]:
+    """Build a rejected-record row (a plain dict matching ``RejectedRecord``).
+
+    ``raw`` (or the item's) is kept whole so that the record can be fixed and fed back in;
+    only ``detail``, the pipeline's own message, is shortened.
+    """
+    if item is not None:
+        source_file, source_line = item.source_file, item.source_line
+        record_id, family = item.id, item.task.family
+        raw = raw or item.raw
+    rec = RejectedRecord(
+        record_id=record_id,
+        family=family,
+        stage=stage,
+        reason=reason,
+        detail=detail[:2000],
+        source_file=source_file,
+        source_line=source_line,
+        raw=raw,
+        run_id=run_id,
+        n=n,
+        k=k,
+        n_requested=n_requested,
+        pass_rate=pass_rate,
+    )
+    return rec.model_dump()
