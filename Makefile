@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tasksieve-installed
 OUT    ?= out
 
-.PHONY: setup demo train-demo test lint typecheck unit schemas bench clean
+.PHONY: setup demo train-demo test test-fast lint typecheck unit schemas bench clean
 
 setup: $(STAMP)
 
@@ -41,6 +41,11 @@ unit: setup
 	$(BIN)/pytest -q
 
 test: lint typecheck unit
+
+# the edit loop: lint and the tests that need no model, engine, Airflow or long end-to-end run
+test-fast: setup
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q -x -m "not slow and not torch and not train and not docker and not airflow"
 
 schemas: setup
 	$(PY) -m tasksieve.schemas.export
