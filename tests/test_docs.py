@@ -3,8 +3,9 @@
 The strict site build itself (``mkdocs build --strict``: every nav entry, link and anchor of the
 site) runs in ``make test`` through the ``docs`` target; these tests need no build. They check
 what the build does not see: README.md (outside the site), links from any page to files
-outside ``docs/``, and that the generated reference pages cover every subcommand and reason.
-They do NOT check that the prose is true.
+outside ``docs/``, that the generated reference pages cover every subcommand and reason, and
+that the design page lists exactly the rooms ``tests/test_layout.py`` declares. They do NOT
+check that the prose is true.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from tasksieve.pipeline.cli import build_parser
 from tasksieve.transforms import reasons
+from tests.test_layout import ROOMS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -161,3 +163,21 @@ def test_every_fixed_reason_has_a_stage_and_meaning() -> None:
     assert set(hooks.REASON_DOCS) == fixed, "docs/hooks.py REASON_DOCS and REASONS differ"
     assert {stage for stage, _ in hooks.REASON_DOCS.values()} <= set(reasons.STAGES)
     assert set(hooks.FAMILY_DOCS) == set(reasons.FAMILIES)
+
+
+def _design_rooms(folder: str) -> set[str]:
+    """The rooms the design page's table for ``folder`` lists (``| `name` |`` or ``name/``)."""
+    text = (DOCS / "design.md").read_text(encoding="utf-8")
+    head = f"### `{folder}/`"
+    assert head in text, f"docs/design.md has no section {head}"
+    section = text.split(head, 1)[1].split("\n### ", 1)[0]
+    return set(re.findall(r"^\| `([a-z_]+)/?` \|", section, re.M))
+
+
+@pytest.mark.parametrize("folder", sorted(ROOMS))
+def test_design_describes_exactly_the_declared_rooms(folder: str) -> None:
+    listed = _design_rooms(folder)
+    assert listed == ROOMS[folder], (
+        f"docs/design.md lists {sorted(listed - ROOMS[folder])} that ROOMS lacks and lacks"
+        f" {sorted(ROOMS[folder] - listed)} (tests/test_layout.py ROOMS and the page go together)"
+    )
