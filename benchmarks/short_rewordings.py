@@ -22,7 +22,8 @@ as a limit, not as part of the goal set.
 
 The shortest quarter is by prompt plus canonical-solution length; every item of it gets
 ``SHORT_COPIES`` independent renderings per kind, the rest one. Everything is drawn from a
-``random.Random(seed)``: the same seed gives the same set, another seed a held-out one.
+generator seeded by the seed and the rendering: the same seed gives the same set, another
+seed a held-out one.
 
 Negatives are the hand-written problems of ``tests/data/programming_problems.txt`` and
 ``tests/data/short_item_twins.txt`` (different problems on the topics of short HumanEval items,
@@ -219,7 +220,12 @@ def render_code(p: Parsed, rng: random.Random) -> str:
     quote = rng.choice(['"""', "'''"])
     params = ", ".join(f"{a}: {t}" if hints and t else a for a, t in p.params)
     ret = f" -> {p.returns}" if hints and p.returns else ""
-    head = (p.preamble + "\n\n\n") if p.preamble and rng.random() < 0.7 else ""
+    preamble = p.preamble
+    if rng.random() < 0.3:  # imports dropped; helper functions the statement names stay
+        preamble = "\n".join(
+            ln for ln in preamble.split("\n") if not ln.startswith(("import ", "from "))
+        ).strip("\n")
+    head = preamble + "\n\n\n" if preamble else ""
     lines = [f"{head}def {p.name}({params}){ret}:", indent + quote]
     lines += _wrap(" ".join(p.prose), rng.choice([50, 70, 90]), indent)
     style = rng.choice(["doctest", "assert", "arrow"])
@@ -329,15 +335,19 @@ class Positive:
 
 
 def positives(seed: int, kinds: tuple[str, ...] = KINDS) -> list[Positive]:
-    """Every item under every kind; the shortest quarter ``SHORT_COPIES`` times each."""
+    """Every item under every kind; the shortest quarter ``SHORT_COPIES`` times each.
+
+    Each rendering draws from its own generator, seeded by (seed, item, kind, copy): the set
+    of one kind does not change when other kinds are added or dropped.
+    """
     rows = humaneval_rows()
     short = shortest_quarter(rows)
-    rng = random.Random(seed)
     out: list[Positive] = []
     for row in rows:
         copies = SHORT_COPIES if row["task_id"] in short else 1
         for kind in kinds:
-            for _ in range(copies):
+            for copy in range(copies):
+                rng = random.Random(f"{seed}:{row['task_id']}:{kind}:{copy}")
                 text = reword_short(row, kind, rng)
                 out.append(Positive(row["task_id"], kind, row["task_id"] in short, text))
     return out

@@ -11,7 +11,7 @@ import pytest
 from benchmarks.rewordings import humaneval_rows
 from benchmarks.short_rewordings import reword_short
 from tasksieve.schemas import Finding
-from tasksieve.transforms.decontam.evidence import best_item_first, entry_names
+from tasksieve.transforms.decontam.evidence import best_item_first, entry_names, sentence_table
 from tasksieve.transforms.decontam.sets import ContaminationIndex, IndexSettings, load_humaneval
 
 ROWS = {r["task_id"]: r for r in humaneval_rows()}
@@ -67,11 +67,27 @@ def test_short_item_in_another_layout_is_caught(
 
 def test_short_item_with_new_examples_is_caught_by_its_name(index: ContaminationIndex) -> None:
     text = (
-        'def get_positive(l):\n    """Return only positive numbers in the list.\n'
+        'def get_positive(values):\n    """Keep only positive numbers in the list.\n'
         '    >>> get_positive([4, -1, 0, 8])\n    [4, 8]\n    """\n'
     )
     found = index.check(text)
     assert found[0].other_id == "HumanEval/30" and found[0].method == "name"
+
+
+def test_short_item_renamed_with_new_examples_is_caught_by_its_sentence(
+    index: ContaminationIndex,
+) -> None:
+    text = 'def keep(v):\n    """Return sorted unique elements in a list\n    >>> keep([3, 1, 3])\n'
+    found = index.check(text + '    [1, 3]\n    """\n')
+    assert found[0].other_id == "HumanEval/34" and found[0].method == "sentence"
+
+
+def test_sentence_two_items_share_names_neither() -> None:
+    texts = [
+        f'def f{i}(x):\n    """Return the sum of all the given numbers.\n    """' for i in (1, 2)
+    ]
+    table = sentence_table([*texts, '"""Return the product of all the given numbers."""'], 6)
+    assert list(table) == [6] and list(table[6].values()) == [2]
 
 
 @pytest.mark.parametrize(
@@ -87,8 +103,10 @@ def test_short_item_with_new_examples_is_caught_by_its_name(index: Contamination
         '    >>> fib_mod(10, 7)\n    6\n    """\n',
         "Write a function `count_digits(n)` that returns how many decimal digits the positive "
         "integer n has.\n\nFor instance, count_digits(1234) should return 4.",
+        'def both(a: list, b: list):\n    """Return sorted unique elements that are in exactly '
+        'one of the lists.\n    >>> both([1, 2], [2, 3])\n    [1, 3]\n    """\n',
     ],
-    ids=["strlen-topic", "triangle-topic", "add-topic", "fib-topic", "digits-statement"],
+    ids=["strlen", "triangle", "add", "fib", "digits-statement", "unique-sentence-extended"],
 )
 def test_same_topic_different_problem_is_not_flagged(index: ContaminationIndex, text: str) -> None:
     assert index.check(text) == []
@@ -150,12 +168,12 @@ def test_layout_channel_off_leaves_one_channel() -> None:
 @pytest.mark.parametrize(
     ("texts", "names"),
     [
-        (["def a_b(x):", "def c_d(x):"], ["a_b", "c_d"]),
-        (["def add(x):", "def c_d(x):"], ["\x00", "c_d"]),
-        (["def same_name(x):", "def same_name(y):"], ["\x00", "\x00"]),
-        (["def helper_x(s):\ndef main_y(s):", "no def at all"], ["main_y", "\x00"]),
+        (["def a_b(x):", "def c_d(x):"], [{"a_b"}, {"c_d"}]),
+        (["def add(x):", "def c_d(x):"], [set(), {"c_d"}]),
+        (["def same_name(x):", "def same_name(y):"], [set(), set()]),
+        (["def helper_x(s):\ndef main_y(s):", "no def at all"], [{"helper_x", "main_y"}, set()]),
     ],
-    ids=["distinct", "one-word", "shared", "last-def-and-none"],
+    ids=["distinct", "one-word", "shared", "helper-and-none"],
 )
-def test_entry_names_keep_only_distinctive_ones(texts: list[str], names: list[str]) -> None:
-    assert entry_names(texts) == names
+def test_entry_names_keep_only_distinctive_ones(texts: list[str], names: list[set[str]]) -> None:
+    assert entry_names(texts) == [frozenset(n) for n in names]

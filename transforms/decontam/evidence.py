@@ -1,4 +1,4 @@
-"""Which benchmark item a contaminated task came from: entry-point names and the best-item order.
+"""Which benchmark item a contaminated task came from: the names it defines, the best-item order.
 
 A benchmark can hold near-twin items (HumanEval/46 and /63 differ in one recurrence term): a
 rewording of one passes the threshold for both. The item the task was made from is the one
@@ -13,24 +13,89 @@ from __future__ import annotations
 import re
 
 from tasksieve.schemas import Finding
+from tasksieve.transforms.algorithms.textsim import ShingleConfig, normalize_text, shingle_hashes
 
-ORDER = {"substring": 0, "ngram_short": 1, "containment": 3, "layout": 4, "name": 5}
+ORDER = {
+    "substring": 0,
+    "ngram_short": 1,
+    "sentence": 2,
+    "containment": 3,
+    "layout": 4,
+    "name": 5,
+}
 _DEF_NAME = re.compile(r"\bdef\s+([A-Za-z_]\w*)")
 _NAME = re.compile(r"[A-Za-z_]\w*")
-NO_NAME = "\x00"
+_DOCSTRING = re.compile(r'"""([\s\S]*?)"""|\'\'\'([\s\S]*?)\'\'\'')
+_EXAMPLE = re.compile(r">>>|\w\(")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_ARTICLES = frozenset({"a", "an", "the"})
+MAX_SENTENCE = 64
 
 
-def entry_names(texts: list[str]) -> list[str]:
-    """Each item's entry point (its last ``def``) if it has ``_`` and no other item has it.
+def entry_names(texts: list[str]) -> list[frozenset[str]]:
+    """The function names each item defines that have ``_`` and that no other item defines.
 
-    A one-word name (``add``, ``fib``) or one shared by two items says nothing about which
-    item a task came from; those items get ``NO_NAME``, which no text contains.
+    A one-word name (``add``, ``fib``) or one two items define says nothing about which item
+    a task came from. The helpers an item defines count too: a task made from HumanEval/50
+    renames ``decode_shift`` but still needs the ``encode_shift`` it decodes.
     """
-    last = [(_DEF_NAME.findall(t) or [""])[-1] for t in texts]
+    defined = [frozenset(_DEF_NAME.findall(t)) for t in texts]
     seen: dict[str, int] = {}
-    for name in last:
-        seen[name] = seen.get(name, 0) + 1
-    return [n if "_" in n and seen[n] == 1 else NO_NAME for n in last]
+    for names in defined:
+        for name in names:
+            seen[name] = seen.get(name, 0) + 1
+    return [frozenset(n for n in names if "_" in n and seen[n] == 1) for names in defined]
+
+
+def prose_sentences(text: str, min_words: int) -> list[str]:
+    """The docstring sentences of ``text`` with at least ``min_words`` words, as word strings.
+
+    Lines with a call or a doctest prompt, the line after a prompt (its output) and lines
+    that are mostly not letters (``[0, 2, 3]``, ``7.5``) are examples, not prose. Words are
+    lowercased, and
+    punctuation and articles are dropped (``plain_words``) so "Return the maximum element."
+    and "return maximum element" are one sentence.
+    """
+    out: list[str] = []
+    for m in _DOCSTRING.finditer(text):
+        doc = m.group(1) if m.group(1) is not None else m.group(2)
+        prose, after_prompt = [], False
+        for line in doc.split("\n"):
+            letters = sum(c.isalpha() for c in line)
+            example = bool(_EXAMPLE.search(line)) or after_prompt
+            if not example and letters >= 0.5 * len(line.replace(" ", "")):
+                prose.append(line)
+            after_prompt = ">>>" in line
+        for sentence in _SENTENCE_END.split(" ".join(prose)):
+            words = plain_words(sentence)
+            if len(words.split()) >= min_words:
+                out.append(words)
+    return out
+
+
+def sentence_table(texts: list[str], min_words: int) -> dict[int, dict[int, int]]:
+    """Sentence length -> hash of its words -> the one item that has that sentence.
+
+    A sentence two items share names neither; one over ``MAX_SENTENCE`` words is left to
+    the 13-gram rule.
+    """
+    owners: dict[str, set[int]] = {}
+    for i, text in enumerate(texts):
+        for sentence in prose_sentences(text, min_words):
+            if len(sentence.split()) <= MAX_SENTENCE:
+                owners.setdefault(sentence, set()).add(i)
+    table: dict[int, dict[int, int]] = {}
+    for sentence, items in owners.items():
+        if len(items) == 1:
+            n = len(sentence.split())
+            (h,) = shingle_hashes([sentence], ShingleConfig(kind="word", size=n))[0].tolist()
+            table.setdefault(n, {})[h] = items.pop()
+    return table
+
+
+def plain_words(text: str) -> str:
+    """Lowercased words of ``text`` without articles, single-spaced."""
+    return " ".join(w for w in normalize_text(text).split() if w not in _ARTICLES)
 
 
 def names_in(text: str) -> frozenset[str]:

@@ -12,7 +12,10 @@ Three methods, each recorded with the benchmark, item id and score:
   real programming problems (hand-written twins and MBPP) no negative shares any word 13-gram
   with HumanEval, so the rule costs no precision there. Items shorter than N words match when
   their whole word sequence appears in the task, if they have at least ``min_short_words``
-  words (method ``ngram_short``).
+  words (method ``ngram_short``). A docstring sentence of at least ``min_sentence_words``
+  words that no other item has matches when the task holds it word for word, case,
+  punctuation and articles aside (method ``sentence``): the 13-gram rule for short items,
+  whose sentences are shorter than 13 words.
 - ``containment``: the fraction of the item's distinctive shingles (code-token 4-grams with
   identifiers canonicalised, common ones dropped) found in the task, computed exactly by an
   inverted index (``transforms.algorithms.containment``), flagged at ``threshold``. Containment,
@@ -22,9 +25,9 @@ Three methods, each recorded with the benchmark, item id and score:
   annotations, quotes, doctest prompts, arrows, commas, articles dropped), so a doctest
   rewritten as asserts or a docstring restyled as "Write a function ``f(a)`` that ..." still
   matches: the second channel for short items, whose few shingles formatting alone can break.
-- ``name``: the task names the item's own entry point (a function name with ``_`` that no
-  other item of the set defines) and holds at least ``name_threshold`` of the item's layout
-  shingles: a short item whose examples were changed keeps its name and prose, not much else.
+- ``name``: the task names a function the item defines (with ``_``, defined by no other
+  item: its entry point, or a helper it needs) and holds ``name_threshold`` of its layout
+  shingles: a short item whose examples were changed keeps its name and prose, little else.
 
 How many shingles must be shared scales with the item: ``min_shared`` (10) for an item with
 many distinctive shingles, ``min_shared_fraction`` of them for a short item, and never fewer
@@ -58,7 +61,13 @@ import numpy as np
 from tasksieve.schemas import Finding
 from tasksieve.transforms.algorithms.containment import ContainmentIndex, max_df_for
 from tasksieve.transforms.algorithms.textsim import ShingleConfig, normalize_text, shingle_hashes
-from tasksieve.transforms.decontam.evidence import best_item_first, entry_names, names_in
+from tasksieve.transforms.decontam.evidence import (
+    best_item_first,
+    entry_names,
+    names_in,
+    plain_words,
+    sentence_table,
+)
 from tasksieve.transforms.dedup.index_store import INDEX_VERSION
 from tasksieve.transforms.runtime import fsio
 
@@ -92,6 +101,7 @@ class IndexSettings:
     min_shared_floor: int = 4
     layout_size: int = 3
     name_threshold: float = 0.1
+    min_sentence_words: int = 6
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -111,6 +121,8 @@ class IndexSettings:
             )
         if not 0 <= self.layout_size <= 64:
             raise ValueError(f"need 0 (off) <= layout_size <= 64, got {self.layout_size}")
+        if self.min_sentence_words < 3:
+            raise ValueError(f"need min_sentence_words >= 3, got {self.min_sentence_words}")
         if not 0.0 <= self.name_threshold <= 1.0:
             raise ValueError(f"need 0 <= name_threshold <= 1 (1 is off), got {self.name_threshold}")
 
@@ -244,6 +256,7 @@ class ContaminationIndex:
             elif n_words >= s.min_short_words:
                 (g,) = self._ngrams([norm], n_words)[0].tolist()
                 self._short.setdefault(n_words, {}).setdefault(g, []).append(i)
+        self._sentences = sentence_table(texts, s.min_sentence_words)
 
     @staticmethod
     def _ngrams(norms: list[str], n: int) -> list[np.ndarray]:
@@ -287,6 +300,12 @@ class ContaminationIndex:
                 for g in set(self._ngrams([norm], length)[0].tolist()):
                     for i in table.get(g, ()):
                         add(i, "ngram_short", 1.0)
+        plain = plain_words(text)
+        n_plain = len(plain.split())
+        for length, owner in self._sentences.items():
+            if n_plain >= length:
+                for g in set(self._ngrams([plain], length)[0].tolist()) & owner.keys():
+                    add(owner[g], "sentence", 1.0)
         weight: dict[int, float] = {}
         for method, i, score in self._contained(text, weight):
             add(i, method, score)
@@ -319,7 +338,7 @@ class ContaminationIndex:
             ok = (got.shared >= s.needed(index.sizes[got.items])) & (got.containment >= s.threshold)
             if method == "layout" and s.name_threshold < 1.0:
                 names = names_in(text)
-                named = np.array([self._names[i] in names for i in got.items.tolist()], bool)
+                named = np.array([bool(self._names[i] & names) for i in got.items.tolist()], bool)
                 by_name = named & (got.shared >= s.min_shared_floor)
                 by_name &= got.containment >= s.name_threshold
                 for i, c in zip(

@@ -56,6 +56,7 @@ class DecontamConfig:
     min_shared_floor: int = 4
     layout_size: int = 3
     name_threshold: float = 0.1
+    min_sentence_words: int = 6
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -85,6 +86,7 @@ class DecontamConfig:
             min_shared_floor=self.min_shared_floor,
             layout_size=self.layout_size,
             name_threshold=self.name_threshold,
+            min_sentence_words=self.min_sentence_words,
         )
 
 
