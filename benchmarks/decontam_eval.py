@@ -184,6 +184,7 @@ def before_settings() -> IndexSettings:
         min_shared_fraction=1.0,
         min_shared_floor=10,
         name_threshold=1.0,
+        min_sentence_words=0,
     )
 
 

@@ -29,7 +29,6 @@ _DOCSTRING = re.compile(r'"""([\s\S]*?)"""|\'\'\'([\s\S]*?)\'\'\'')
 _EXAMPLE = re.compile(r">>>|\w\(")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _ARTICLES = frozenset({"a", "an", "the"})
-MAX_SENTENCE = 64
 
 
 def entry_names(texts: list[str]) -> list[frozenset[str]]:
@@ -73,24 +72,38 @@ def prose_sentences(text: str, min_words: int) -> list[str]:
     return out
 
 
-def sentence_table(texts: list[str], min_words: int) -> dict[int, dict[int, int]]:
-    """Sentence length -> hash of its words -> the one item that has that sentence.
+def sentence_table(texts: list[str], min_words: int) -> dict[int, list[tuple[int, str]]]:
+    """Hash of a sentence's first ``min_words`` words -> (item, sentence) of each such sentence.
 
-    A sentence two items share names neither; one over ``MAX_SENTENCE`` words is left to
-    the 13-gram rule.
+    Only sentences exactly one item has. A task is checked with one hash of each of its word
+    ``min_words``-grams; a hit is confirmed by finding the whole sentence in the task's words.
     """
     owners: dict[str, set[int]] = {}
     for i, text in enumerate(texts):
         for sentence in prose_sentences(text, min_words):
-            if len(sentence.split()) <= MAX_SENTENCE:
-                owners.setdefault(sentence, set()).add(i)
-    table: dict[int, dict[int, int]] = {}
-    for sentence, items in owners.items():
-        if len(items) == 1:
-            n = len(sentence.split())
-            (h,) = shingle_hashes([sentence], ShingleConfig(kind="word", size=n))[0].tolist()
-            table.setdefault(n, {})[h] = items.pop()
+            owners.setdefault(sentence, set()).add(i)
+    unique = [(s, items.pop()) for s, items in owners.items() if len(items) == 1]
+    heads = [" ".join(s.split()[:min_words]) for s, _ in unique]
+    table: dict[int, list[tuple[int, str]]] = {}
+    cfg = ShingleConfig(kind="word", size=min_words)
+    for (sentence, item), h in zip(unique, shingle_hashes(heads, cfg), strict=True):
+        table.setdefault(int(h[0]), []).append((item, sentence))
     return table
+
+
+def sentences_in(text: str, table: dict[int, list[tuple[int, str]]], min_words: int) -> set[int]:
+    """Items of ``table`` one of whose sentences ``text`` holds word for word."""
+    plain = plain_words(text)
+    if not table or len(plain.split()) < min_words:
+        return set()
+    (grams,) = shingle_hashes([plain], ShingleConfig(kind="word", size=min_words))
+    padded = f" {plain} "
+    return {
+        item
+        for h in set(grams.tolist()) & table.keys()
+        for item, sentence in table[h]
+        if f" {sentence} " in padded
+    }
 
 
 def plain_words(text: str) -> str:

@@ -65,8 +65,8 @@ from tasksieve.transforms.decontam.evidence import (
     best_item_first,
     entry_names,
     names_in,
-    plain_words,
     sentence_table,
+    sentences_in,
 )
 from tasksieve.transforms.dedup.index_store import INDEX_VERSION
 from tasksieve.transforms.runtime import fsio
@@ -121,8 +121,10 @@ class IndexSettings:
             )
         if not 0 <= self.layout_size <= 64:
             raise ValueError(f"need 0 (off) <= layout_size <= 64, got {self.layout_size}")
-        if self.min_sentence_words < 3:
-            raise ValueError(f"need min_sentence_words >= 3, got {self.min_sentence_words}")
+        if self.min_sentence_words and not 3 <= self.min_sentence_words <= 64:
+            raise ValueError(
+                f"need min_sentence_words 0 (off) or 3..64, got {self.min_sentence_words}"
+            )
         if not 0.0 <= self.name_threshold <= 1.0:
             raise ValueError(f"need 0 <= name_threshold <= 1 (1 is off), got {self.name_threshold}")
 
@@ -256,7 +258,9 @@ class ContaminationIndex:
             elif n_words >= s.min_short_words:
                 (g,) = self._ngrams([norm], n_words)[0].tolist()
                 self._short.setdefault(n_words, {}).setdefault(g, []).append(i)
-        self._sentences = sentence_table(texts, s.min_sentence_words)
+        self._sentences = (
+            sentence_table(texts, s.min_sentence_words) if s.min_sentence_words else {}
+        )
 
     @staticmethod
     def _ngrams(norms: list[str], n: int) -> list[np.ndarray]:
@@ -300,12 +304,9 @@ class ContaminationIndex:
                 for g in set(self._ngrams([norm], length)[0].tolist()):
                     for i in table.get(g, ()):
                         add(i, "ngram_short", 1.0)
-        plain = plain_words(text)
-        n_plain = len(plain.split())
-        for length, owner in self._sentences.items():
-            if n_plain >= length:
-                for g in set(self._ngrams([plain], length)[0].tolist()) & owner.keys():
-                    add(owner[g], "sentence", 1.0)
+        if s.min_sentence_words:
+            for i in sentences_in(text, self._sentences, s.min_sentence_words):
+                add(i, "sentence", 1.0)
         weight: dict[int, float] = {}
         for method, i, score in self._contained(text, weight):
             add(i, method, score)
