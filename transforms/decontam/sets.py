@@ -1,6 +1,6 @@
 """Benchmark sets for decontamination and the index that checks a task against them.
 
-Three methods, each recorded with the benchmark, item id and score:
+The methods, each finding recorded with the benchmark, item id, method and score:
 - ``substring``: the normalised task contains the normalised item or the other way round,
   when the shorter text has at least ``min_substring_chars`` characters (score 1.0).
 - ``ngram<N>``: the task shares a word N-gram (N = 13) of the normalised text with the item;
