@@ -44,7 +44,8 @@ def add_decontam_flags(p: argparse.ArgumentParser) -> None:
         type=float,
         default=0.3,
         help="containment of a benchmark item's shingles in the task that counts as "
-        "contaminated (default 0.3, with at least 10 shingles shared)",
+        "contaminated (default 0.3, with at least 10 shingles shared, or 30%% of a short "
+        "item's and at least 4)",
     )
     p.add_argument("--ngram", type=int, default=13, help="word n-gram length (default 13)")
     p.add_argument(
@@ -63,8 +64,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "decontaminate",
         help="check tasks against benchmark sets; write clean tasks and a report",
-        description="Flag tasks matching benchmark items by exact substring, n-gram overlap "
-        "and MinHash similarity.",
+        description="Flag tasks matching benchmark items by substring, word n-grams and "
+        "whole docstring sentences, containment of code shingles (as written and with the "
+        "layout removed) and the item's own function names (see docs/decontamination.md).",
         epilog="output (--format json): one JSON object on stdout with keys output, clean, "
         "contaminated, unreadable, benchmarks, report (the keys of summary.json plus the "
         "output directory and the report path). exit status: 0 done (contaminated tasks are "

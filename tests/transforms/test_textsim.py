@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tasksieve.transforms.algorithms.textsim import (
+    ID_TOKEN,
     ShingleConfig,
     identifier_names,
     jaccard,
@@ -15,7 +16,9 @@ from tasksieve.transforms.algorithms.textsim import (
     shingle_hashes_flat,
     shingles,
     split_flat,
+    strip_annotations,
     strip_code,
+    tokens,
 )
 
 BASE = (
@@ -141,3 +144,37 @@ def test_short_documents_are_one_shingle_in_a_batch() -> None:
     assert counts.tolist() == [1, 1, 1, 0, 1, 1]
     parts = split_flat(flat, counts)
     assert parts[1][0] == parts[5][0] and len({int(p[0]) for p in parts if p.size}) == 4
+
+
+LAYOUT = ShingleConfig(kind="code", size=3, canonical_identifiers=True, drop_layout=True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'def f(x: int) -> int:\n    """Double x.\n    >>> f(2)\n    4\n    """',
+        "def f(x):\n    '''Double x.\n    assert f(2) == 4\n    '''",
+        "def f(x):\n  # Double x.\n  # f(2) -> 4",
+        'def f(x):\n    """Double x. For example, f(2) should return 4."""',
+    ],
+    ids=["doctest-annotated", "assert", "comment-arrow", "should-return"],
+)
+def test_layout_free_tokens_are_the_same_for_every_example_style(text: str) -> None:
+    want = [ID_TOKEN, "(", ID_TOKEN, ")", "double", ID_TOKEN, ID_TOKEN, "(", "2", ")", "4"]
+    assert tokens(text, LAYOUT) == want
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("def f(a: Dict[str, int], b: int = 3) -> List[int]:", "def f(a, b= 3):"),
+        ("def g(x: Callable[[int, str], None]):", "def g(x):"),
+        ("def h(*args: int, **kw: Any) -> None:\n    pass", "def h(*args, **kw):\n    pass"),
+        ("def k(x):  # no annotation", "def k(x):  # no annotation"),
+        ("def broken(x: int", "def broken(x"),
+        ("text with no def: a: b -> c", "text with no def: a: b -> c"),
+    ],
+    ids=["nested-generic", "callable", "star-args", "plain", "unclosed", "no-def"],
+)
+def test_strip_annotations_respects_brackets(text: str, want: str) -> None:
+    assert strip_annotations(text) == want

@@ -5,17 +5,23 @@ or character n-grams), and shingles become 64-bit hashes (``shingle_hashes``, ve
 a batch with numpy). ``shingles`` returns the same shingles as strings, for tests, ground truth
 and small sets. Normalisation folds case and whitespace, can drop comments (``#``, ``//`` and
 ``--`` that start a line or follow a space) and triple-quoted docstrings, and can replace
-code identifiers with one marker token so renamed variables and functions still match.
+code identifiers with one marker token so renamed variables and functions still match, and
+(``drop_layout``) remove what only formats code: type annotations of a ``def``, quotes,
+doctest prompts, arrows, commas and colons, articles and the words that introduce an example
+(``return``, ``should``, ``assert``), so a doctest, an assert and "f(2) should return 4" all
+become ``ID ( 2 ) 4``.
 
 Not guarded against: identifier detection is lexical (names that are called, defined with
 ``def``/``class``, parameters of a ``def``, assigned at a line start, ``for`` targets, or
 spelled with ``_``, digits or camelCase), so a renamed plain English word stays a changed
 word; comment stripping does not parse strings, so a ``#`` after a space inside a string
-literal ends that line's text.
+literal ends that line's text. ``drop_layout`` also drops ``>``, ``=`` and ``-``, so a
+comparison or a sign is not told apart from an arrow.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import keyword
 import re
@@ -40,6 +46,12 @@ _PARAM = re.compile(r"(?:^|,)\s*\**([A-Za-z_]\w*)")
 _ASSIGNED = re.compile(r"(?m)^\s*([A-Za-z_]\w*)\s*(?:[-+*/%|&]|//|\*\*)?=(?!=)")
 _FOR = re.compile(r"\bfor\s+([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s+in\b")
 _CODEY = re.compile(r"^(?:\w*_\w*|[a-z]+[A-Z]\w*|[A-Za-z]+\d\w*)$")
+_LAYOUT = frozenset(
+    {'"', "'", "`", ">", "->", "=", "==", ":", ",", ".", ";", "-", "\u279e", "#", "!", "?"}
+    | {"a", "an", "the", "is", "are", "def", "return", "returns", "should", "assert", "for"}
+    | {"example", "examples"}
+)
+_DEF_HEAD = re.compile(r"\bdef\s+[A-Za-z_]\w*\s*\(")
 _KEEP = frozenset(keyword.kwlist) | frozenset(dir(__builtins__)) | {"self", "cls", "list", "dict"}
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -60,6 +72,7 @@ class ShingleConfig:
     strip_comments: bool = False
     strip_docstrings: bool = False
     canonical_identifiers: bool = False
+    drop_layout: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -82,8 +95,38 @@ def strip_code(text: str, comments: bool = True, docstrings: bool = True) -> str
     return text
 
 
+def strip_annotations(text: str) -> str:
+    """Remove parameter and return annotations from every ``def`` line (brackets respected)."""
+    out: list[str] = []
+    pos = 0
+    for m in _DEF_HEAD.finditer(text):
+        out.append(text[pos : m.end()])
+        i, depth, skipping = m.end(), 1, False
+        while i < len(text) and depth:
+            c = text[i]
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
+            if depth == 1 and c == ":":
+                skipping = True
+            elif depth == 1 and c in ",=":
+                skipping = False
+            if depth == 0 or not skipping:
+                out.append(c)
+            i += 1
+        rest = re.match(r"\s*->[^:\n]*", text[i:])
+        pos = i + (rest.end() if rest else 0)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=256)
 def identifier_names(text: str) -> frozenset[str]:
-    """Names that look like code identifiers: called, defined, def parameters or code-spelled."""
+    """Names that look like code identifiers: called, defined, def parameters or code-spelled.
+
+    Cached (a text checked against two shingle channels is parsed for names once).
+    """
     names = set(_CALLED.findall(text)) | set(_DEFINED.findall(text))
     for params in _DEF_PARAMS.findall(text):
         names.update(_PARAM.findall(params))
@@ -105,9 +148,14 @@ def tokens(text: str, cfg: ShingleConfig = ShingleConfig()) -> list[str]:
             words = [ID_TOKEN if w in names else w for w in words]
         joined = " ".join(words)
         return [joined.lower() if cfg.lowercase else joined]
+    if cfg.drop_layout:
+        text = strip_annotations(text)
     toks = (_WORD_CASED if cfg.kind == "word" else _CODE).findall(text)
     if names:
         toks = [ID_TOKEN if t in names else t for t in toks]
+    if cfg.drop_layout:  # a one-letter word other than "a" and "I" names a variable
+        toks = [ID_TOKEN if len(t) == 1 and t.isalpha() and t not in "aAI" else t for t in toks]
+        toks = [t for t in toks if t.lower() not in _LAYOUT]
     return [t.lower() for t in toks] if cfg.lowercase else toks
 
 

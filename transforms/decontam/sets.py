@@ -1,6 +1,6 @@
 """Benchmark sets for decontamination and the index that checks a task against them.
 
-Three methods, each recorded with the benchmark, item id and score:
+The methods, each finding recorded with the benchmark, item id, method and score:
 - ``substring``: the normalised task contains the normalised item or the other way round,
   when the shorter text has at least ``min_substring_chars`` characters (score 1.0).
 - ``ngram<N>``: the task shares a word N-gram (N = 13) of the normalised text with the item;
@@ -12,13 +12,33 @@ Three methods, each recorded with the benchmark, item id and score:
   real programming problems (hand-written twins and MBPP) no negative shares any word 13-gram
   with HumanEval, so the rule costs no precision there. Items shorter than N words match when
   their whole word sequence appears in the task, if they have at least ``min_short_words``
-  words (method ``ngram_short``).
+  words (method ``ngram_short``). A docstring sentence of at least ``min_sentence_words``
+  words that no other item has matches when the task holds it word for word, case,
+  punctuation and articles aside (method ``sentence``): the 13-gram rule for short items,
+  whose sentences are shorter than 13 words.
 - ``containment``: the fraction of the item's distinctive shingles (code-token 4-grams with
   identifiers canonicalised, common ones dropped) found in the task, computed exactly by an
-  inverted index (``transforms.algorithms.containment``), flagged at ``threshold`` with at least
-  ``min_shared`` shingles in common. Containment, not Jaccard: a short item reworded inside a
-  long task keeps most of its shingles but is a small part of the task. The default operating
-  point (0.3, 10 shared) is the measured one: see ``benchmarks/dedup.py`` and the README.
+  inverted index (``transforms.algorithms.containment``), flagged at ``threshold``. Containment,
+  not Jaccard: a short item reworded inside a long task keeps most of its shingles but is a
+  small part of the task.
+- ``layout``: the same containment over layout-free code 3-grams (``drop_layout``: type
+  annotations, quotes, doctest prompts, arrows, commas, articles dropped), so a doctest
+  rewritten as asserts or a docstring restyled as "Write a function ``f(a)`` that ..." still
+  matches: the second channel for short items, whose few shingles formatting alone can break.
+- ``name``: the task names a function the item defines (with ``_``, defined by no other
+  item: its entry point, or a helper it needs) and holds ``name_threshold`` of its layout
+  shingles: a short item whose examples were changed keeps its name and prose, little else.
+
+How many shingles must be shared scales with the item: ``min_shared`` (10) for an item with
+many distinctive shingles, ``min_shared_fraction`` of them for a short item, and never fewer
+than ``min_shared_floor`` (an item with fewer than twice that many keeps ``min_shared``, so
+it never matches here). A fixed minimum made the shortest items (a one-line docstring, one
+example) unmatchable once reworded; a fraction alone would let 2 chance shingles flag them.
+
+The findings come best item first (``evidence.best_item_first``): an item found as a
+substring, then by the item's containment summed over both channels. Near-twin items of a
+benchmark (HumanEval/46 and /63) both pass the threshold for a rewording of either; the one
+the task holds more of is the one it was made from, and the report names it first.
 
 Not caught: a benchmark problem translated to another language, or rewritten so much that
 neither prose, signature nor examples survive (the ``examples_only`` rewording keeps only the
@@ -32,7 +52,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -41,13 +61,19 @@ import numpy as np
 from tasksieve.schemas import Finding
 from tasksieve.transforms.algorithms.containment import ContainmentIndex, max_df_for
 from tasksieve.transforms.algorithms.textsim import ShingleConfig, normalize_text, shingle_hashes
+from tasksieve.transforms.decontam.evidence import (
+    best_item_first,
+    entry_names,
+    names_in,
+    sentence_table,
+    sentences_in,
+)
 from tasksieve.transforms.dedup.index_store import INDEX_VERSION
 from tasksieve.transforms.runtime import fsio
 
 INDEX_KEY = b"tasksieve_benchmark_index"
 SCAN_LIMIT = 20_000
 FORMAT = 2  # 1: MinHash signatures and Jaccard LSH; 2: containment index, no signatures
-_ORDER = {"substring": 0, "ngram_short": 1, "containment": 3}
 
 
 @dataclass(frozen=True)
@@ -71,6 +97,11 @@ class IndexSettings:
     shingle: ShingleConfig = field(
         default_factory=lambda: ShingleConfig(kind="code", size=4, canonical_identifiers=True)
     )
+    min_shared_fraction: float = 0.3
+    min_shared_floor: int = 4
+    layout_size: int = 3
+    name_threshold: float = 0.1
+    min_sentence_words: int = 6
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -81,12 +112,48 @@ class IndexSettings:
             raise ValueError(f"need min_shared >= 1, got {self.min_shared}")
         if not 0.0 < self.max_df_fraction <= 1.0:
             raise ValueError(f"need 0 < max_df_fraction <= 1, got {self.max_df_fraction}")
+        if not 0.0 < self.min_shared_fraction <= 1.0:
+            raise ValueError(f"need 0 < min_shared_fraction <= 1, got {self.min_shared_fraction}")
+        if not 1 <= self.min_shared_floor <= self.min_shared:
+            raise ValueError(
+                f"need 1 <= min_shared_floor <= min_shared, got {self.min_shared_floor}, "
+                f"{self.min_shared}"
+            )
+        if not 0 <= self.layout_size <= 64:
+            raise ValueError(f"need 0 (off) <= layout_size <= 64, got {self.layout_size}")
+        if self.min_sentence_words and not 3 <= self.min_sentence_words <= 64:
+            raise ValueError(
+                f"need min_sentence_words 0 (off) or 3..64, got {self.min_sentence_words}"
+            )
+        if not 0.0 <= self.name_threshold <= 1.0:
+            raise ValueError(f"need 0 <= name_threshold <= 1 (1 is off), got {self.name_threshold}")
+
+    def layout_shingle(self) -> ShingleConfig | None:
+        """The second channel's shingling (None when ``layout_size`` is 0)."""
+        if not self.layout_size:
+            return None
+        return replace(self.shingle, kind="code", size=self.layout_size, drop_layout=True)
+
+    def needed(self, sizes: np.ndarray) -> np.ndarray:
+        """Shingles an item of each size must share: relative for short items, floored.
+
+        An item with fewer than twice the floor keeps the absolute ``min_shared``: so few
+        shingles (``def f(x): return x``) cannot tell a copy from a chance overlap.
+        """
+        rel = np.maximum(self.min_shared_floor, np.ceil(self.min_shared_fraction * sizes))
+        rel = np.where(sizes >= 2 * self.min_shared_floor, rel, self.min_shared)
+        return np.minimum(self.min_shared, rel)
 
     def explain(self, n_items: int) -> str:
         """The operating point in words."""
         return (
             f"decontamination: containment >= {self.threshold:.2f} of a benchmark item's "
-            f"{self.shingle.kind} {self.shingle.size}-grams with >= {self.min_shared} shared; "
+            f"{self.shingle.kind} {self.shingle.size}-grams (and of its layout-free code "
+            f"{self.layout_size}-grams) with >= {self.min_shared} shared, or "
+            f"{self.min_shared_fraction:.0%} of a short item's, at least {self.min_shared_floor}; "
+            f"a function name only it defines and >= {self.name_threshold:.2f} of its layout "
+            f"{self.layout_size}-grams; a docstring sentence of >= {self.min_sentence_words} "
+            "words only it has; "
             f"shingles in more than {max_df_for(n_items, self.max_df_fraction)} of {n_items} "
             f"items are dropped as boilerplate; word {self.ngram}-grams count when in at most "
             f"that many items and made of >= {self.min_ngram_words} distinct words"
@@ -170,6 +237,11 @@ class ContaminationIndex:
         self._sh = shingle_hashes(texts, s.shingle) if precomputed is None else precomputed
         self.max_df = max_df_for(len(self.items), s.max_df_fraction)
         self._contain = ContainmentIndex(self._sh, self.max_df)
+        layout = s.layout_shingle()
+        self._layout = (
+            ContainmentIndex(shingle_hashes(texts, layout), self.max_df) if layout else None
+        )
+        self._names = entry_names(texts)
         all_grams = self._ngrams(self._norm, s.ngram)
         self._n_grams = [g.size for g in all_grams]
         gram_df: dict[int, int] = {}
@@ -187,6 +259,9 @@ class ContaminationIndex:
             elif n_words >= s.min_short_words:
                 (g,) = self._ngrams([norm], n_words)[0].tolist()
                 self._short.setdefault(n_words, {}).setdefault(g, []).append(i)
+        self._sentences = (
+            sentence_table(texts, s.min_sentence_words) if s.min_sentence_words else {}
+        )
 
     @staticmethod
     def _ngrams(norms: list[str], n: int) -> list[np.ndarray]:
@@ -230,11 +305,12 @@ class ContaminationIndex:
                 for g in set(self._ngrams([norm], length)[0].tolist()):
                     for i in table.get(g, ()):
                         add(i, "ngram_short", 1.0)
-        (sh,) = shingle_hashes([text], s.shingle)
-        got = self._contain.query(sh)
-        ok = (got.shared >= s.min_shared) & (got.containment >= s.threshold)
-        for i, score in zip(got.items[ok].tolist(), got.containment[ok].tolist(), strict=True):
-            add(i, "containment", score)
+        if s.min_sentence_words:
+            for i in sentences_in(text, self._sentences, s.min_sentence_words):
+                add(i, "sentence", 1.0)
+        weight: dict[int, float] = {}
+        for method, i, score in self._contained(text, weight):
+            add(i, method, score)
         scan = range(len(self.items)) if len(self.items) <= SCAN_LIMIT else sorted(surfaced)
         for i in scan:
             bnorm = self._norm[i]
@@ -242,7 +318,37 @@ class ContaminationIndex:
                 bnorm in norm or norm in bnorm
             ):
                 add(i, "substring", 1.0)
-        return sorted(found, key=lambda f: (-f.score, _ORDER.get(f.method, 2), f.other_id))
+                weight[i] = float("inf")
+        return best_item_first(found, {self.items[i].item_id: w for i, w in weight.items()})
+
+    def _contained(self, text: str, weight: dict[int, float]) -> Iterator[tuple[str, int, float]]:
+        """(method, item, containment) for each channel an item passes.
+
+        ``weight`` gets, for every item sharing a shingle, its containment summed over the
+        channels (passing or not): the evidence that ranks near-twin items.
+        """
+        s = self.settings
+        channels = [("containment", s.shingle, self._contain)]
+        layout = s.layout_shingle()
+        if layout is not None and self._layout is not None:
+            channels.append(("layout", layout, self._layout))
+        for method, cfg, index in channels:
+            (sh,) = shingle_hashes([text], cfg)
+            got = index.query(sh)
+            for i, c in zip(got.items.tolist(), got.containment.tolist(), strict=True):
+                weight[i] = weight.get(i, 0.0) + c
+            ok = (got.shared >= s.needed(index.sizes[got.items])) & (got.containment >= s.threshold)
+            if method == "layout" and s.name_threshold < 1.0:
+                names = names_in(text)
+                named = np.array([bool(self._names[i] & names) for i in got.items.tolist()], bool)
+                by_name = named & (got.shared >= s.min_shared_floor)
+                by_name &= got.containment >= s.name_threshold
+                for i, c in zip(
+                    got.items[by_name & ~ok], got.containment[by_name & ~ok], strict=True
+                ):
+                    yield "name", int(i), float(c)
+            for i, c in zip(got.items[ok], got.containment[ok], strict=True):
+                yield method, int(i), float(c)
 
     def save(self, path: str) -> None:
         """Write the index (texts, shingle hashes, settings) as one Parquet file."""

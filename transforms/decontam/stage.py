@@ -52,6 +52,11 @@ class DecontamConfig:
     canonical_identifiers: bool = True
     shingle_kind: str = "code"
     shingle_size: int = 4
+    min_shared_fraction: float = 0.3
+    min_shared_floor: int = 4
+    layout_size: int = 3
+    name_threshold: float = 0.1
+    min_sentence_words: int = 6
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -77,6 +82,11 @@ class DecontamConfig:
                 size=self.shingle_size,
                 canonical_identifiers=self.canonical_identifiers,
             ),
+            min_shared_fraction=self.min_shared_fraction,
+            min_shared_floor=self.min_shared_floor,
+            layout_size=self.layout_size,
+            name_threshold=self.name_threshold,
+            min_sentence_words=self.min_sentence_words,
         )
 
 
