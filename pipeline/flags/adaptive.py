@@ -48,7 +48,7 @@ def add_adaptive_flags(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         metavar="S",
         help="settle an unbroken run of S failures (passes) as too_hard (too_easy): a bet "
-        "that changes some labels (see README); default: never",
+        "that changes some labels (see docs/benchmarks/adaptive.md); default: never",
     )
 
 
