@@ -4,7 +4,12 @@ Scheduling facts travel in headers on every work endpoint: ``X-Priority`` (train
 interactive, curation, batch, or a number; lower runs first; default curation),
 ``X-Deadline-S`` (seconds from arrival by which the job must have started),
 ``X-Client-Id`` (fairness unit; default the peer address) and ``Idempotency-Key``.
-``/healthz`` and ``/metrics`` need no token (probes and scrapers); everything else does.
+``/healthz`` and ``/metrics`` need no token (probes and scrapers); everything else does, and
+the token and the body size are checked from the headers before any body is read
+(``tasksieve.verifiers.service.guard``). Requests for more memory than ``max_memory_mb`` or a
+reference runtime over ``max_reference_s`` are answered 422. A verify request's
+``reference_s`` applies to that request only: nothing one caller sends changes the limits
+another caller's solutions run under.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import hmac
+import importlib.metadata
 import logging
 import math
 from collections.abc import AsyncIterator
@@ -28,6 +33,7 @@ from tasksieve.verifiers.sandbox.base import Sandbox
 from tasksieve.verifiers.service import sessions_api
 from tasksieve.verifiers.service.config import ServiceConfig
 from tasksieve.verifiers.service.core import Meta, Service
+from tasksieve.verifiers.service.guard import Guard
 from tasksieve.verifiers.service.idempotency import KeyConflict
 from tasksieve.verifiers.service.models import TrivialRequest, VerifyRequest
 from tasksieve.verifiers.service.runcode import BadRequest, RunCodeRequest, plan
@@ -35,6 +41,16 @@ from tasksieve.verifiers.service.scheduler import DeadlineExceeded, QueueFull
 from tasksieve.verifiers.service.sessions import SessionError
 
 log = logging.getLogger(__name__)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tasksieve")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+VERSION = _version()  # in /healthz: clients key cached verdicts on it
 
 
 def error(status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> Response:
@@ -56,16 +72,12 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
 
     app = FastAPI(title="tasksieve sandbox service", lifespan=lifespan)
     app.state.service = service
+    app.add_middleware(Guard, token=cfg.token, limit=cfg.body_limit)  # before any body is read
 
-    def authorize(authorization: str | None = Header(default=None)) -> None:
-        if cfg.token is None:
-            return
-        scheme, _, given = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            given.encode(), cfg.token.encode()
-        ):
+    def memory_ok(memory_mb: int, what: str) -> None:
+        if memory_mb > cfg.max_memory_mb:
             raise HTTPException(
-                401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"}
+                422, f"{what} asks for {memory_mb} MB; this server allows {cfg.max_memory_mb} MB"
             )
 
     async def meta(
@@ -102,7 +114,13 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def _http(_r: Request, exc: HTTPException) -> Response:
-        code = {401: "unauthorized", 400: "bad_request", 404: "not_found"}.get(exc.status_code)
+        code = {
+            401: "unauthorized",
+            400: "bad_request",
+            404: "not_found",
+            413: "too_large",
+            422: "unprocessable",
+        }.get(exc.status_code)
         return error(exc.status_code, code or "error", str(exc.detail), dict(exc.headers or {}))
 
     @app.get("/healthz")
@@ -110,6 +128,7 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
         body = {
             "status": "closing" if service.closing else "ok",
             "backend": service.sandbox.name,
+            "version": VERSION,
             "workers": cfg.workers,
             "queue_depth": service.scheduler.depth,
             "in_flight": service.scheduler.in_flight,
@@ -121,7 +140,7 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
     async def metrics() -> Response:
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    auth = [Depends(authorize)]
+    auth: list[Any] = []  # the Guard middleware authorizes every route but the probes
 
     @app.post("/verify", dependencies=auth)
     async def verify(req: VerifyRequest, m: Meta = Depends(meta)) -> Response:
@@ -130,6 +149,11 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from exc
         task = _task(raw)
+        if req.reference_s is not None and req.reference_s > cfg.max_reference_s:
+            raise HTTPException(
+                422, f"reference_s {req.reference_s} is over this server's {cfg.max_reference_s}"
+            )
+        memory_ok(getattr(task.verifier, "memory_mb", 0), "the task's verifier spec")
         try:
             body = service.verify_body(task, req.solution, req.reference_s)
         except ValueError as exc:
@@ -140,11 +164,13 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
     @app.post("/trivial_solutions", dependencies=auth)
     async def trivial(req: TrivialRequest, m: Meta = Depends(meta)) -> Response:
         task = _task(req.task)
+        memory_ok(getattr(task.verifier, "memory_mb", 0), "the task's verifier spec")
         solutions = await service.submit(m, "trivial", service.trivial_body(task))
         return JSONResponse({"task_id": task.id, "solutions": solutions})
 
     @app.post("/run_code", dependencies=auth)
     async def run_code(req: RunCodeRequest, m: Meta = Depends(meta)) -> Response:
+        memory_ok(req.memory_limit_MB, "memory_limit_MB")
         try:
             plan(req, service.sandbox.python)  # refuse bad requests before queueing
         except (BadRequest, ValueError) as exc:
@@ -152,7 +178,7 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
         resp = await service.submit(m, "run_code", service.run_code_body(req))
         return Response(resp.model_dump_json(), media_type="application/json")
 
-    sessions_api.add_routes(app, service, auth, meta)
+    sessions_api.add_routes(app, service, auth, meta, memory_ok)
     return app
 
 

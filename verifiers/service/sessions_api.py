@@ -1,7 +1,11 @@
 """The ``/sessions`` routes: create, inspect, exec, put/get/list files, delete.
 
 Execs go through the scheduler like any other sandbox work (priority, deadline,
-idempotency); creating, reading and deleting are cheap and answered at once.
+idempotency); creating, reading and deleting are cheap and answered at once. A session is
+held in use from the moment a call on it arrives until its answer is ready, so an exec that
+waits or runs longer than the TTL does not lose its session. A file upload is read as it
+streams in and refused with 413 as soon as it would take the session past its size limit (a
+file it replaces does not count).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from fastapi.responses import Response
 from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.service.core import Meta, Service
 from tasksieve.verifiers.service.models import SessionCreate, SessionExec
-from tasksieve.verifiers.service.sessions import ExecResult, Session
+from tasksieve.verifiers.service.sessions import ExecResult, Session, SessionError
 
 PYTHON_NAMES = ("python", "python3")
 
@@ -63,15 +67,21 @@ def argv_of(req: SessionExec, python: str) -> list[str]:
 
 
 def add_routes(
-    app: FastAPI, service: Service, auth: Sequence[Depends], meta: Callable[..., Any]
+    app: FastAPI,
+    service: Service,
+    auth: Sequence[Depends],
+    meta: Callable[..., Any],
+    memory_ok: Callable[[int, str], None],
 ) -> None:
-    """Register the session routes on ``app`` (all behind ``auth``)."""
+    """Register the session routes on ``app`` (behind ``auth``; ``memory_ok`` raises 422 for
+    memory over the server's bound)."""
     store = service.sessions
     cfg = service.cfg
     deps = list(auth)
 
     @app.post("/sessions", dependencies=deps, status_code=201)
     async def create(req: SessionCreate) -> dict[str, Any]:
+        memory_ok(req.memory_mb, "memory_mb")
         ttl = min(req.ttl_s or cfg.session_ttl_s, cfg.max_session_ttl_s)
         limits = Limits(
             wall_s=req.cpu_s,
@@ -83,8 +93,9 @@ def add_routes(
 
     @app.get("/sessions/{sid}", dependencies=deps)
     async def info(sid: str) -> dict[str, Any]:
-        session = store.get(sid)
-        return {**_info(session), "files": store.list_files(session)}
+        with store.use(sid) as session:
+            files = await asyncio.to_thread(store.list_files, session)
+            return {**_info(session), "files": files}
 
     @app.delete("/sessions/{sid}", dependencies=deps)
     async def delete(sid: str) -> dict[str, Any]:
@@ -94,7 +105,10 @@ def add_routes(
 
     @app.post("/sessions/{sid}/exec", dependencies=deps)
     async def exec_(sid: str, req: SessionExec, request: Request) -> dict[str, Any]:
-        session = store.get(sid)
+        with store.use(sid) as session:
+            return await _exec(session, req, request)
+
+    async def _exec(session: Session, req: SessionExec, request: Request) -> dict[str, Any]:
         m: Meta = await meta(
             request,
             request.headers.get("x-priority"),
@@ -112,16 +126,31 @@ def add_routes(
 
     @app.get("/sessions/{sid}/files", dependencies=deps)
     async def list_files(sid: str) -> dict[str, Any]:
-        return {"files": store.list_files(store.get(sid))}
+        with store.use(sid) as session:
+            return {"files": await asyncio.to_thread(store.list_files, session)}
 
     @app.put("/sessions/{sid}/files/{name:path}", dependencies=deps)
     async def put_file(sid: str, name: str, request: Request) -> dict[str, Any]:
-        session = store.get(sid)
-        data = await request.body()
-        await asyncio.to_thread(store.put_file, session, name, data)
-        return {"name": name, "bytes": len(data)}
+        with store.use(sid) as session:
+            room = await asyncio.to_thread(store.room_for, session, name)
+            data = await _read_at_most(request, room, store.max_bytes)
+            await asyncio.to_thread(store.put_file, session, name, data)
+            return {"name": name, "bytes": len(data)}
 
     @app.get("/sessions/{sid}/files/{name:path}", dependencies=deps)
     async def get_file(sid: str, name: str) -> Response:
-        data = await asyncio.to_thread(store.get_file, store.get(sid), name)
-        return Response(data, media_type="application/octet-stream")
+        with store.use(sid) as session:
+            data = await asyncio.to_thread(store.get_file, session, name)
+            return Response(data, media_type="application/octet-stream")
+
+
+async def _read_at_most(request: Request, room: int, max_bytes: int) -> bytes:
+    """The request body, read as it streams in; 413 as soon as it passes ``room`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > room:
+            raise SessionError(f"session files would exceed {max_bytes} bytes", 413)
+        chunks.append(chunk)
+    return b"".join(chunks)
