@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
@@ -94,6 +95,14 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
             return service.meta(client, x_priority, x_deadline_s, idempotency_key, fingerprint)
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from exc
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_r: Request, exc: RequestValidationError) -> Response:
+        # FastAPI's own answer echoes the input, which may not even be JSON (Infinity, NaN)
+        where = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()
+        ]
+        return JSONResponse({"error": "unprocessable", "detail": where}, status_code=422)
 
     @app.exception_handler(QueueFull)
     async def _full(_r: Request, exc: QueueFull) -> Response:
