@@ -29,7 +29,7 @@ class Stub:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+            def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 status, headers, body = answer(stub.hits)
                 stub.hits += 1
