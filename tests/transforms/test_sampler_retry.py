@@ -8,8 +8,8 @@ import pytest
 
 from tasksieve.verifiers.http_retry import (
     Failure,
-    RetriesExhausted,
     HttpRetryPolicy,
+    RetriesExhausted,
     call_with_retries,
     is_retryable_status,
     parse_retry_after,
