@@ -272,7 +272,7 @@ class SessionStore:
         except (ValueError, KeyError, TypeError):
             return None
         kept: dict[str, bytes] = {}
-        dropped: list[str] = []
+        dropped = _names(report.get("dropped"))  # what the guest left out (names only)
         total = 0
         for name in sorted(n for n in files if isinstance(n, str)):
             data = files[name]
@@ -324,6 +324,19 @@ class SessionStore:
 
     def _size(self, session: Session) -> int:
         return sum(self._list(session).values())
+
+
+def _names(value: object, most: int = 1000) -> list[str]:
+    """The valid file names in ``value`` (a list the guest reported), at most ``most``."""
+    out: list[str] = []
+    for name in value[:most] if isinstance(value, list) else []:
+        try:
+            if isinstance(name, str) and "\x00" not in name:
+                check_name(name)
+                out.append(name)
+        except ValueError:
+            continue
+    return out
 
 
 def _size_of(path: Path) -> int:
