@@ -147,18 +147,22 @@ class ServiceClient:
             ) from exc
         return answer
 
-    def identity(self) -> list[dict[str, Any]]:
-        """What each server says it is (``/healthz``: version, backend), for cache keys;
-        ``{"url": ..., "unreachable": True}`` for one that does not answer."""
-        out: list[dict[str, Any]] = []
-        for url in sorted(self.urls):
-            try:
-                resp = self._http.request("GET", url + "/healthz", timeout=5.0)
-                facts = json.loads(resp.data)
-                out.append({"version": facts.get("version"), "backend": facts.get("backend")})
-            except (*self._errors, ValueError):
-                out.append({"url": url, "unreachable": True})
-        return out
+
+def server_identity(urls: tuple[str, ...], timeout_s: float = 5.0) -> list[dict[str, Any]]:
+    """What each server says it runs (``/healthz``: tasksieve version and sandbox backend),
+    sorted, for keys of cached verdicts; ``{"unreachable": True}`` for one that does not
+    answer (so a verdict is never keyed as if it came from a known server)."""
+    import urllib.request
+
+    out: list[dict[str, Any]] = []
+    for url in urls:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/healthz", timeout=timeout_s) as resp:
+                facts = json.loads(resp.read(65536))
+            out.append({"version": str(facts.get("version")), "backend": str(facts.get("backend"))})
+        except (OSError, ValueError, AttributeError):
+            out.append({"unreachable": True})
+    return sorted(out, key=lambda d: json.dumps(d, sort_keys=True))
 
 
 class RemoteSandbox(Sandbox):
