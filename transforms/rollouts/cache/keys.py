@@ -33,7 +33,7 @@ from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.samplers.config import SamplerConfig, SampleRequest
 from tasksieve.transforms.samplers.prompts import render_messages
 
-KEY_VERSION = 1
+KEY_VERSION = 2  # 2: sample keys hold the rendered messages
 # SamplerConfig fields that decide how a run talks to the sampler, not what it draws
 _NOT_SAMPLING = frozenset(
     {
