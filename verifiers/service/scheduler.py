@@ -22,6 +22,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from tasksieve.verifiers.http_retry import backoff_delay
@@ -70,6 +71,11 @@ class Stats:
 
 
 Hook = Callable[[Job, str, float], None]  # (job, outcome, seconds since enqueue)
+
+
+def _due(job: Job, now: float) -> bool:
+    """Whether ``job``'s deadline has passed at ``now``."""
+    return job.deadline is not None and job.deadline <= now
 
 
 class Scheduler:
@@ -162,7 +168,7 @@ class Scheduler:
                 if self._stopping:
                     return
                 now = time.monotonic()
-                expired = self._remove(lambda j, t=now: j.deadline is not None and j.deadline <= t)
+                expired = self._remove(partial(_due, now=now))
                 if not expired:
                     soonest = min(
                         (
