@@ -153,3 +153,25 @@ def test_close_answers_every_waiting_job_although_one_was_cancelled() -> None:
     for future in (waiting[0], waiting[2]):
         with pytest.raises(QueueFull):
             future.result(1)
+
+
+def test_service_close_deletes_sessions_although_a_waiting_job_was_cancelled() -> None:
+    from tasksieve.verifiers.service.config import ServiceConfig
+    from tasksieve.verifiers.service.core import Service
+
+    service = Service(ServiceConfig(insecure_no_auth=True, workers=1))
+    release = blocker(service.scheduler)
+    waiting = [service.scheduler.submit(Job(lambda: (None, None), 0, c, None)) for c in "ab"]
+    waiting[0].cancel()  # its client disconnected
+    session = service.sessions.create(_limits(), 60)
+    threading.Timer(0.2, release.set).start()
+    service.close()
+    assert not session.root.exists() and not session.root.parent.exists()
+    with pytest.raises(QueueFull):
+        waiting[1].result(1)
+
+
+def _limits() -> Any:
+    from tasksieve.verifiers.sandbox.base import Limits
+
+    return Limits(wall_s=5, cpu_s=5, memory_mb=256)
