@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox
 from tasksieve.verifiers.sandbox.guest import bundle
@@ -224,8 +225,8 @@ class SessionStore:
                     name: base64.b64encode((session.root / name).read_bytes()).decode("ascii")
                     for name in self._list(session)
                 }
-            request = {"files": files, "argv": argv, "timeout_s": timeout_s}
-            request["max_bytes"] = self.max_bytes
+            request: dict[str, Any] = {"files": files, "argv": argv, "timeout_s": timeout_s}
+            request["max_bytes"] = self.max_bytes  # the guest's own cut; the host counts again
             ex = self.sandbox.run(
                 {guest.IN_NAME: json.dumps(request), guest.SELF_NAME: GUEST_SOURCE},
                 [self.sandbox.python, "-I", "-S", guest.SELF_NAME],
