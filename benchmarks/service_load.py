@@ -36,7 +36,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,12 +114,13 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
 
 def failover(workers: int, requests: int, kill_signal: int, work: Path) -> tuple[int, int, int]:
     """(answered, lost, run twice) with one of two servers killed and restarted mid-load."""
-    from tasksieve.verifiers.remote import RemoteError, ServiceClient
+    from tasksieve.verifiers.remote import SERVICE_RETRY, RemoteError, ServiceClient
 
     ports = [free_port(), free_port()]
     journals = [work / "journal-a.jsonl", work / "journal-b.jsonl"]
     procs = [start(p, workers, j) for p, j in zip(ports, journals, strict=True)]
-    client = ServiceClient(tuple(f"http://127.0.0.1:{p}" for p in ports), attempts=30)
+    urls = tuple(f"http://127.0.0.1:{p}" for p in ports)
+    client = ServiceClient(urls, policy=replace(SERVICE_RETRY, max_attempts=30))
     items = workload(requests)
     done = Counter[str]()
     lock = threading.Lock()

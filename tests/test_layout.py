@@ -31,6 +31,7 @@ ROOMS: dict[str, set[str]] = {
         "sandbox",
         "service",
         "feedback",
+        "http_retry",
         "registry",
         "reliability",
         "remote",

@@ -6,12 +6,15 @@
 verdict is the one the service's own verifier gives. ``RemoteSandbox.run`` goes through
 ``/run_code`` (bash) for code that needs a plain run.
 
-``ServiceClient`` spreads requests over the URLs (round robin from a random start), retries
-connection failures and 5xx answers with exponential backoff and full jitter on the next
-URL (failover), honours ``429 Retry-After``, and sends one ``Idempotency-Key`` per logical
-request, the same on every attempt, so a retry that reaches a server which already ran the
-request gets the first answer. The token comes from the environment variable named by
-``token_env`` (default ``TASKSIEVE_SERVICE_TOKEN``).
+``ServiceClient`` spreads requests over the URLs (round robin from a random start). One
+request's attempts walk one failover order, every server once before any twice (servers
+that refused a connection or answered 502/503 in the last 2 s go last). Connection failures,
+429 and 500/502/503/504 are retried under ``SERVICE_RETRY`` (``tasksieve.verifiers.http_retry``:
+exponential backoff with full jitter; a ``Retry-After`` in seconds or as an HTTP date is
+honoured up to 60 s), and one ``Idempotency-Key`` travels with every attempt of a logical
+request, so a retry that reaches a server which already ran the request gets the first answer.
+The token comes from the environment variable named by ``token_env`` (default
+``TASKSIEVE_SERVICE_TOKEN``).
 
 Not guarded against: a request that a server ran and then died before answering is run
 again on the next server (the servers do not share their idempotency stores).
@@ -26,10 +29,18 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from tasksieve.schemas import TaskRecord, Verdict
 from tasksieve.verifiers.families.base import Verifier
+from tasksieve.verifiers.http_retry import (
+    Failure,
+    HttpRetryPolicy,
+    RetriesExhausted,
+    call_with_retries,
+    status_failure,
+)
 from tasksieve.verifiers.sandbox.base import (
     Capabilities,
     Execution,
@@ -39,7 +50,11 @@ from tasksieve.verifiers.sandbox.base import (
 )
 
 TOKEN_ENV = "TASKSIEVE_SERVICE_TOKEN"
-RETRYABLE = (429, 500, 502, 503, 504)
+RETRYABLE = frozenset({429, 500, 502, 503, 504})  # not 409: an idempotency-key conflict
+SERVICE_RETRY = HttpRetryPolicy(
+    max_attempts=8, base_s=0.1, cap_s=5.0, max_retry_after_s=60.0, retry_status=RETRYABLE
+)
+"""The client's retries: 8 attempts, backoff from 0.1 s up to 5 s, Retry-After up to 60 s."""
 
 
 class RemoteError(RuntimeError):
@@ -55,10 +70,9 @@ class ServiceClient:
         token: str | None = None,
         priority: str = "curation",
         timeout_s: float = 600.0,
-        attempts: int = 8,
-        backoff_s: float = 0.1,
-        max_backoff_s: float = 5.0,
+        policy: HttpRetryPolicy = SERVICE_RETRY,
         client_id: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not urls:
             raise ValueError("the remote sandbox needs at least one service URL")
@@ -66,9 +80,8 @@ class ServiceClient:
 
         self.urls = tuple(u.rstrip("/") for u in urls)
         self.priority = priority
-        self.attempts = attempts
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
+        self.policy = policy
+        self.sleep = sleep
         self.client_id = client_id or f"{os.uname().nodename}:{os.getpid()}"
         self._headers = {"Content-Type": "application/json"}
         if token:
@@ -86,8 +99,9 @@ class ServiceClient:
     def close(self) -> None:
         self._http.clear()
 
-    def _order(self) -> list[str]:
-        """The URLs to try, starting at the next in turn; ones marked down go last."""
+    def order(self) -> list[str]:
+        """The URLs one request tries, in turn: every server once, starting at the next in
+        the round robin, ones marked down last; attempt ``i`` goes to ``order[i % len]``."""
         with self._lock:
             start = self._next
             self._next = (self._next + 1) % len(self.urls)
@@ -103,38 +117,52 @@ class ServiceClient:
             "X-Priority": self.priority,
             "X-Client-Id": self.client_id,
         }
-        last = "no attempt made"
         payload = json.dumps(body).encode()
-        for attempt in range(self.attempts):
-            order = self._order()
-            url = order[attempt % len(order)] if attempt else order[0]
-            wait = min(self.max_backoff_s, self.backoff_s * 2**attempt) * random.random()
+        order = self.order()  # once per request, so its retries visit every server
+        tried = [0]
+
+        def attempt() -> dict[str, Any]:
+            url = order[tried[0] % len(order)]
+            tried[0] += 1
             try:
                 resp = self._http.request("POST", url + path, body=payload, headers=headers)
             except self._errors as exc:
-                last = f"{url}: {type(exc).__name__}: {exc}"
                 self._down_until[url] = time.monotonic() + 2.0
-                time.sleep(wait)
-                continue
+                raise Failure(f"{url}: {type(exc).__name__}: {exc}", True) from exc
             if resp.status < 400:
                 answer: dict[str, Any] = json.loads(resp.data)
                 return answer
-            last = f"{url}: HTTP {resp.status}: {resp.data[:300].decode('utf-8', 'replace')}"
-            if resp.status not in RETRYABLE:
-                raise RemoteError(last)
-            if resp.status == 429:
-                wait = max(wait, _retry_after(resp.headers.get("Retry-After")))
-            elif resp.status in (502, 503):
+            text = f"{url}: HTTP {resp.status}: {resp.data[:300].decode('utf-8', 'replace')}"
+            if resp.status in (502, 503):
                 self._down_until[url] = time.monotonic() + 2.0
-            time.sleep(min(wait, self.max_backoff_s * 4))
-        raise RemoteError(f"gave up after {self.attempts} attempts; last: {last}")
+            raise status_failure(self.policy, resp.status, text, resp.headers.get("Retry-After"))
+
+        try:
+            answer, _ = call_with_retries(attempt, self.policy, sleep=self.sleep)
+        except RetriesExhausted as exc:
+            if not exc.last.retryable:
+                raise RemoteError(exc.last.message) from exc
+            raise RemoteError(
+                f"gave up after {exc.attempts.attempts} attempts; last: {exc.last.message}"
+            ) from exc
+        return answer
 
 
-def _retry_after(value: str | None) -> float:
-    try:
-        return max(0.0, float(value)) if value else 0.0
-    except ValueError:
-        return 1.0
+def server_identity(urls: tuple[str, ...], timeout_s: float = 5.0) -> list[dict[str, Any]]:
+    """What each server says it runs (``/healthz``: tasksieve version and sandbox backend),
+    sorted, for keys of cached verdicts; ``{"unreachable": True}`` for one that does not
+    answer (so a verdict is never keyed as if it came from a known server)."""
+    import urllib.request
+
+    out: list[dict[str, Any]] = []
+    for url in urls:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/healthz", timeout=timeout_s) as resp:
+                facts = json.loads(resp.read(65536))
+            out.append({"version": str(facts.get("version")), "backend": str(facts.get("backend"))})
+        except (OSError, ValueError, AttributeError):
+            out.append({"unreachable": True})
+    return sorted(out, key=lambda d: json.dumps(d, sort_keys=True))
 
 
 class RemoteSandbox(Sandbox):

@@ -4,7 +4,8 @@ An ``infra_error`` verdict says the environment broke (a worker that did not sta
 that could not run), never that the solution is wrong, so it is worth another try; every other
 status is final. ``verify_with_retry`` calls a verification up to ``RetryPolicy.attempts``
 times, sleeping ``min(max_s, base_s * factor ** (i - 1))`` after failed attempt ``i``, shrunk by
-a random fraction up to ``jitter`` (so workers that failed together do not retry together).
+a random fraction up to ``jitter`` (so workers that failed together do not retry together);
+the delay is ``tasksieve.verifiers.http_retry.backoff_delay``, the HTTP clients' own helper.
 The worst-case added wait is the sum of those delays (about 3.5 s with the defaults).
 
 It does NOT guard against: a verification that hangs instead of failing (each verifier bounds
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tasksieve.schemas import Verdict
+from tasksieve.verifiers.http_retry import backoff_delay
 
 
 @dataclass(frozen=True)
@@ -47,8 +49,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int, rng: random.Random) -> float:
         """Seconds to wait after failed attempt ``attempt`` (1-based)."""
-        full = min(self.max_s, self.base_s * self.factor ** (attempt - 1))
-        return full * (1.0 - self.jitter * rng.random())
+        return backoff_delay(attempt, self.base_s, self.max_s, rng, self.factor, self.jitter)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,10 @@ endpoints: POST /verify, POST /run_code (SandboxFusion-shaped), POST /trivial_so
 auth: every endpoint but /healthz and /metrics needs "Authorization: Bearer TOKEN"; the
 token comes from ${TOKEN_ENV} or --token-file. --insecure-no-auth serves without one, on a
 loopback address only.
-headers: X-Priority (training|interactive|curation|batch; default curation), X-Deadline-S,
-X-Client-Id, Idempotency-Key.
+headers: X-Priority (training|interactive|curation|batch; default curation), X-Deadline-S
+(finite seconds > 0), X-Client-Id, Idempotency-Key.
+limits: bodies over --max-body get 413 before they are read; memory over --max-memory-mb
+and reference runtimes over --max-reference-s get 422.
 exit status: 0 stopped cleanly (SIGTERM: drained, then the signal's own status),
 2 bad flags or no usable sandbox
 """
@@ -61,8 +63,41 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--session-ttl", type=float, default=600.0, help="idle seconds (default 600)")
     p.add_argument("--max-session-ttl", type=float, default=3600.0)
     p.add_argument("--max-sessions", type=int, default=64)
+    p.add_argument(
+        "--session-max-bytes",
+        type=positive_int,
+        default=32_000_000,
+        help="bytes of files one session may hold (default 32000000)",
+    )
+    p.add_argument(
+        "--max-body",
+        action="append",
+        default=[],
+        metavar="ENDPOINT=BYTES",
+        help="largest request body of an endpoint (verify, trivial_solutions, run_code, "
+        "sessions, session_exec, other); repeat for several",
+    )
+    p.add_argument(
+        "--max-memory-mb",
+        type=positive_int,
+        default=16_384,
+        help="the most memory any request may ask for (default 16384; more: 422)",
+    )
+    p.add_argument(
+        "--max-reference-s",
+        type=float,
+        default=30.0,
+        help="the largest reference runtime a verify request may bring (default 30; more: 422)",
+    )
     p.add_argument("--journal", help="append one JSON line per finished keyed job (audits)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+
+
+def _body_limit(value: str) -> tuple[str, int]:
+    name, sep, size = value.partition("=")
+    if not sep or not size.strip().isdigit():
+        raise ValueError(f"--max-body wants ENDPOINT=BYTES, got {value!r}")
+    return name.strip(), int(size)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
             session_ttl_s=args.session_ttl,
             max_session_ttl_s=args.max_session_ttl,
             max_sessions=args.max_sessions,
+            session_max_bytes=args.session_max_bytes,
+            body_limits=tuple(_body_limit(v) for v in args.max_body),
+            max_memory_mb=args.max_memory_mb,
+            max_reference_s=args.max_reference_s,
             journal_path=args.journal,
         )
         serve(cfg, log_level=args.log_level)

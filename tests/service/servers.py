@@ -55,10 +55,16 @@ class Server:
                 self.proc.wait(10)
 
 
-def start_server(log_dir: Path, *flags: str, token: str | None = TOKEN, port: int = 0) -> Server:
+def start_server(
+    log_dir: Path,
+    *flags: str,
+    token: str | None = TOKEN,
+    port: int = 0,
+    env_extra: dict[str, str] | None = None,
+) -> Server:
     """Start ``tasksieve serve FLAGS`` on a free loopback port and wait for /healthz."""
     port = port or free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
     env.pop("TASKSIEVE_SERVICE_TOKEN", None)
     if token:
         env["TASKSIEVE_SERVICE_TOKEN"] = token

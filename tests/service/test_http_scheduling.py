@@ -6,12 +6,13 @@ import json
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tasksieve.verifiers.remote import ServiceClient
+from tasksieve.verifiers.remote import SERVICE_RETRY, ServiceClient
 from tests.service.servers import TOKEN, Server, start_server
 
 SLEEP = {"code": "import time; time.sleep(1.5); print('slept')", "run_timeout": 10}
@@ -108,7 +109,8 @@ def rejected_full(server: Server) -> float:
 def test_client_waits_out_429_and_gets_through(tiny: tuple[Server, Path]) -> None:
     server, _ = tiny
     before = rejected_full(server)
-    client = ServiceClient((server.url,), token=TOKEN, attempts=20, max_backoff_s=0.5)
+    policy = replace(SERVICE_RETRY, max_attempts=20, cap_s=0.5)
+    client = ServiceClient((server.url,), token=TOKEN, policy=policy)
     body = {"code": "import time; time.sleep(0.5); print('done')", "run_timeout": 10}
     with ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(lambda _: client.post("/run_code", body), range(4)))

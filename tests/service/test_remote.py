@@ -5,13 +5,14 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tasksieve.verifiers import SandboxConfig
 from tasksieve.verifiers.registry import VerifierCache, get_verifier
-from tasksieve.verifiers.remote import RemoteSandbox, RemoteVerifier
+from tasksieve.verifiers.remote import SERVICE_RETRY, RemoteSandbox, RemoteVerifier
 from tests.service.servers import TOKEN, Server, free_port, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +77,7 @@ def test_every_request_succeeds_when_one_of_two_servers_is_killed(
 def test_all_servers_down_is_an_infra_error_verdict_not_a_crash(token: None) -> None:
     urls = (f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}")
     sandbox = RemoteSandbox(urls)
-    sandbox.client.attempts, sandbox.client.max_backoff_s = 3, 0.05
+    sandbox.client.policy = replace(SERVICE_RETRY, max_attempts=3, base_s=0.01, cap_s=0.05)
     verdict = RemoteVerifier(sandbox, "code").verify(add_task(), GOOD)
     assert verdict.status == "infra_error" and "gave up after 3 attempts" in verdict.detail
 

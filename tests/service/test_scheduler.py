@@ -128,3 +128,50 @@ def test_idempotency_keys_expire() -> None:
     store.claim("k", "b")
     time.sleep(0.1)
     assert store.claim("k", "b")[1] is True
+
+
+def test_a_deadline_passes_while_the_job_waits_not_when_a_worker_frees(
+    one_worker: Scheduler,
+) -> None:
+    release = blocker(one_worker)  # the only worker stays busy throughout
+    late = one_worker.submit(Job(lambda: (None, None), 0, "a", time.monotonic() + 0.1))
+    try:
+        with pytest.raises(DeadlineExceeded):
+            late.result(5)
+        assert one_worker.depth == 0  # it left the queue
+    finally:
+        release.set()
+
+
+def test_close_answers_every_waiting_job_although_one_was_cancelled() -> None:
+    sched = Scheduler(workers=1, max_queue=8)
+    release = blocker(sched)
+    waiting = [sched.submit(Job(lambda: (None, None), 0, c, None)) for c in "abc"]
+    assert waiting[1].cancel()  # its caller went away
+    threading.Timer(0.2, release.set).start()
+    sched.close()
+    for future in (waiting[0], waiting[2]):
+        with pytest.raises(QueueFull):
+            future.result(1)
+
+
+def test_service_close_deletes_sessions_although_a_waiting_job_was_cancelled() -> None:
+    from tasksieve.verifiers.service.config import ServiceConfig
+    from tasksieve.verifiers.service.core import Service
+
+    service = Service(ServiceConfig(insecure_no_auth=True, workers=1))
+    release = blocker(service.scheduler)
+    waiting = [service.scheduler.submit(Job(lambda: (None, None), 0, c, None)) for c in "ab"]
+    waiting[0].cancel()  # its client disconnected
+    session = service.sessions.create(_limits(), 60)
+    threading.Timer(0.2, release.set).start()
+    service.close()
+    assert not session.root.exists() and not session.root.parent.exists()
+    with pytest.raises(QueueFull):
+        waiting[1].result(1)
+
+
+def _limits() -> Any:
+    from tasksieve.verifiers.sandbox.base import Limits
+
+    return Limits(wall_s=5, cpu_s=5, memory_mb=256)

@@ -217,3 +217,59 @@ def test_cache_directory(cfg: CacheConfig, want: str | None) -> None:
 def test_cache_config_rejects(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         CacheConfig(**kwargs)
+
+
+def test_a_changed_system_instruction_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasksieve.transforms.samplers import prompts
+
+    before = key_of(BASE)
+    monkeypatch.setitem(prompts._SYSTEM, "code", "Answer in one ```python block, tersely.")
+    assert key_of(BASE) != before
+
+
+def healthz_stub(version: str, backend: str) -> Any:
+    """A loopback server whose /healthz says it runs ``version`` on ``backend``."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = json.dumps({"status": "ok", "version": version, "backend": backend}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+@pytest.mark.parametrize(
+    ("version", "backend"), [("0.2.0", "process"), ("0.1.0", "docker")], ids=["version", "backend"]
+)
+def test_a_remote_verdict_key_holds_the_servers_version_and_backend(
+    version: str, backend: str
+) -> None:
+    from tasksieve.transforms.rollouts.cache.verdicts import sandbox_settings
+    from tasksieve.verifiers import SandboxConfig
+
+    servers = [healthz_stub("0.1.0", "process"), healthz_stub(version, backend)]
+    try:
+        settings = [
+            sandbox_settings(
+                SandboxConfig(backend="remote", urls=(f"http://127.0.0.1:{s.server_port}",))
+            )
+            for s in servers
+        ]
+    finally:
+        for s in servers:
+            s.shutdown()
+            s.server_close()
+    task, solution = add_task("x"), "def add(a, b): return a + b"
+    assert verdict_key(task, solution, settings[0]) != verdict_key(task, solution, settings[1])

@@ -12,8 +12,9 @@ answers one sample per request (a request for ``n`` is one seed, not ``n``).
 
 Up to ``max_concurrency`` requests are in flight per worker (a thread pool around the
 synchronous client). Each request has a timeout and its own bounded retries
-(``tasksieve.transforms.samplers.retry``: connection errors, timeouts, 408/409/429 and 5xx, with
-exponential backoff and jitter, honouring Retry-After); the client's own retries are off.
+(``tasksieve.verifiers.http_retry``, the project's one HTTP retry policy: connection errors,
+timeouts, 408/409/429 and 5xx, exponential backoff with jitter, Retry-After honoured up to
+a stated maximum); the client's own retries are off.
 A task any of whose requests finally fails gets ``Samples.error`` (the pipeline rejects it as
 ``rollouts.sampler_error``) rather than a pass rate from the samples that happened to come
 back: a server that times out on long answers would otherwise bias the rate upwards.
@@ -42,16 +43,16 @@ from tasksieve.transforms.samplers.config import (
     Samples,
 )
 from tasksieve.transforms.samplers.prompts import prompt_hash, render_messages
-from tasksieve.transforms.samplers.retry import (
+from tasksieve.transforms.samplers.seeds import request_seed
+from tasksieve.verifiers.http_retry import (
     Attempts,
     Failure,
+    HttpRetryPolicy,
     RetriesExhausted,
-    RetryPolicy,
     call_with_retries,
     is_retryable_status,
     parse_retry_after,
 )
-from tasksieve.transforms.samplers.seeds import request_seed
 
 _EXTRA = "pip install 'tasksieve[openai]'"
 _LOG = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class Connection:
 
     client: Any
     pool: ThreadPoolExecutor
-    policy: RetryPolicy
+    policy: HttpRetryPolicy
     rng: random.Random = field(default_factory=random.Random)
 
 
@@ -335,7 +336,7 @@ class OpenAIModelHandler(ModelHandler[SampleRequest, Samples, Connection]):
         )
         pool = ThreadPoolExecutor(max_workers=cfg.max_concurrency, thread_name_prefix="openai")
         _LOG.info("openai sampler: %s, %d in flight", cfg.endpoint, cfg.max_concurrency)
-        return Connection(client, pool, RetryPolicy(max_attempts=cfg.max_attempts))
+        return Connection(client, pool, HttpRetryPolicy(max_attempts=cfg.max_attempts))
 
     def run_inference(
         self,

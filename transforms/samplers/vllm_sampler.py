@@ -51,8 +51,8 @@ from tasksieve.transforms.samplers.openai_sampler import (
     to_failure,
 )
 from tasksieve.transforms.samplers.prompts import prompt_hash, render_messages
-from tasksieve.transforms.samplers.retry import RetryPolicy, call_with_retries
 from tasksieve.transforms.samplers.vllm_args import VLLMServerError, server_kwargs
+from tasksieve.verifiers.http_retry import HttpRetryPolicy, call_with_retries
 
 _EXTRA = "pip install 'tasksieve[openai]' (and 'tasksieve[gpu]' on the workers)"
 _LOG = logging.getLogger(__name__)
@@ -230,7 +230,7 @@ class VLLMModelHandler(ModelHandler[SampleRequest, Samples, Any]):
         conn = Connection(
             BeamCall(self._beam, model, cfg.vllm_api),
             self._pool,
-            RetryPolicy(max_attempts=cfg.max_attempts),
+            HttpRetryPolicy(max_attempts=cfg.max_attempts),
         )
         out, tally = sample_tasks(
             conn, cfg, batch, draw_fn=draw, hash_fn=lambda r: request_hash(cfg.vllm_api, r)

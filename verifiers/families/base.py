@@ -32,6 +32,16 @@ class Verifier(abc.ABC):
         """Stop any warm workers this verifier holds; the default holds none."""
         return None
 
+    def verify_with_reference(
+        self, task: TaskRecord, solution: str, reference_s: float | None
+    ) -> Verdict:
+        """``verify`` with a reference runtime that applies to this call only (None: none).
+
+        Nothing about it is kept: a shared verifier (the sandbox service's) serves callers
+        that must not change each other's limits. The default ignores ``reference_s``.
+        """
+        return self.verify(task, solution)
+
     def calibrate(self, task: TaskRecord, reference_s: float) -> None:
         """Learn the reference solution's runtime measured elsewhere (e.g. on another worker).
 

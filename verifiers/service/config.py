@@ -8,6 +8,16 @@ from dataclasses import dataclass
 
 TOKEN_ENV = "TASKSIEVE_SERVICE_TOKEN"
 LOOPBACK_NAMES = ("localhost",)
+BODY_LIMITS: dict[str, int] = {  # endpoint -> the largest request body it reads, bytes
+    "verify": 8_000_000,
+    "trivial_solutions": 8_000_000,
+    "run_code": 16_000_000,
+    "sessions": 16_384,
+    "session_exec": 8_000_000,
+    "other": 16_384,
+}
+"""Default body limits; a session file upload (``session_file``) is bounded by the session
+size limit instead (``session_max_bytes``)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -25,7 +35,10 @@ class ServiceConfig:
     """How one server runs: its sandbox, its queue and workers, sessions, auth.
 
     ``token`` is the bearer token clients must send; None only with ``insecure_no_auth``,
-    which is refused unless ``host`` is a loopback address.
+    which is refused unless ``host`` is a loopback address. ``body_limits`` overrides entries
+    of ``BODY_LIMITS`` (pairs of endpoint, bytes). ``max_memory_mb`` bounds the memory any
+    request may ask for (run_code, sessions, a task's verifier spec); ``max_reference_s``
+    bounds the reference runtime a verify request may bring (its time limits scale with it).
     """
 
     host: str = "127.0.0.1"
@@ -46,6 +59,9 @@ class ServiceConfig:
     idempotency_ttl_s: float = 600.0
     idempotency_max: int = 100_000
     journal_path: str | None = None  # one JSON line per finished job (key, kind), for audits
+    body_limits: tuple[tuple[str, int], ...] = ()
+    max_memory_mb: int = 16_384
+    max_reference_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.backend == "remote":
@@ -58,6 +74,16 @@ class ServiceConfig:
             raise ValueError("need 0 < --session-ttl <= --max-session-ttl")
         if self.max_sessions < 0 or self.session_max_bytes < 1:
             raise ValueError("need --max-sessions >= 0 and a positive session size limit")
+        for name, size in self.body_limits:
+            if name not in BODY_LIMITS or size < 1:
+                raise ValueError(
+                    f"--max-body {name}={size}: need ENDPOINT=BYTES with BYTES >= 1 and ENDPOINT"
+                    f" one of {', '.join(BODY_LIMITS)}"
+                )
+        if not 16 <= self.max_memory_mb <= 1_048_576:
+            raise ValueError(f"need 16 <= --max-memory-mb <= 1048576, got {self.max_memory_mb}")
+        if not 0 < self.max_reference_s <= 3600:
+            raise ValueError(f"need 0 < --max-reference-s <= 3600, got {self.max_reference_s}")
         if self.default_deadline_s is not None and self.default_deadline_s <= 0:
             raise ValueError(f"need --default-deadline > 0, got {self.default_deadline_s}")
         if self.insecure_no_auth:
@@ -73,6 +99,12 @@ class ServiceConfig:
                 f"no bearer token: set {TOKEN_ENV} or pass --token-file FILE "
                 "(or --insecure-no-auth on a loopback address for local use)"
             )
+
+    def body_limit(self, endpoint: str) -> int:
+        """The largest body ``endpoint`` reads (see ``tasksieve.verifiers.service.guard``)."""
+        if endpoint == "session_file":
+            return self.session_max_bytes
+        return dict(self.body_limits).get(endpoint, BODY_LIMITS.get(endpoint, BODY_LIMITS["other"]))
 
 
 def read_token(token_file: str | None, env: str = TOKEN_ENV) -> str | None:

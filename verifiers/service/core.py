@@ -9,7 +9,9 @@ its exceptions to status codes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import math
 import os
 import threading
 import time
@@ -56,6 +58,17 @@ def parse_priority(value: str | None) -> int:
         ) from None
 
 
+def parse_deadline(value: str) -> float:
+    """Seconds from an ``X-Deadline-S`` value: a finite number > 0, else ValueError."""
+    try:
+        budget = float(value)
+    except ValueError:
+        raise ValueError(f"X-Deadline-S must be a number of seconds, got {value[:40]!r}") from None
+    if not (math.isfinite(budget) and budget > 0):
+        raise ValueError(f"X-Deadline-S must be a finite number > 0, got {value[:40]!r}")
+    return budget
+
+
 class Service:
     """Everything one server holds; thread-safe; ``close`` releases the sandbox."""
 
@@ -79,11 +92,14 @@ class Service:
         self.closing = False
 
     def close(self) -> None:
+        """Answer every waiting job, then close sessions, verifiers and the sandbox: each step
+        runs even when an earlier one raises (the first error is raised at the end)."""
         self.closing = True
-        self.scheduler.close()
-        self.sessions.close()
-        self.cache.close()
-        self.sandbox.close()
+        with contextlib.ExitStack() as steps:  # callbacks run last-in first-out
+            steps.callback(self.sandbox.close)
+            steps.callback(self.cache.close)
+            steps.callback(self.sessions.close)
+            steps.callback(self.scheduler.close)
 
     # ------------------------------------------------------------------ scheduling
     async def submit(
@@ -162,9 +178,7 @@ class Service:
         fingerprint: str,
     ) -> Meta:
         """Scheduling facts from header values; raises ValueError for malformed ones."""
-        budget = float(deadline_s) if deadline_s else self.cfg.default_deadline_s
-        if budget is not None and budget <= 0:
-            raise ValueError(f"the deadline must be > 0 seconds, got {budget}")
+        budget = parse_deadline(deadline_s) if deadline_s else self.cfg.default_deadline_s
         deadline = time.monotonic() + budget if budget is not None else None
         if key is not None and not 0 < len(key) <= 200:
             raise ValueError("an Idempotency-Key must be 1 to 200 characters")
@@ -183,10 +197,8 @@ class Service:
 
         def body() -> tuple[Verdict, str | None]:
             try:
-                verifier = self.cache.get(task.family)
-                if reference_s:
-                    verifier.calibrate(task, reference_s)
-                verdict = verifier.verify(task, solution)
+                verifier = self.cache.get(task.family)  # shared: nothing per caller stored on it
+                verdict = verifier.verify_with_reference(task, solution, reference_s)
             except Exception as exc:  # a verifier bug is the environment's fault
                 verdict = Verdict(
                     status="infra_error", detail=f"verifier raised {type(exc).__name__}: {exc}"

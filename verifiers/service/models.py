@@ -23,7 +23,7 @@ class VerifyRequest(BaseModel):
     verifier: dict[str, Any] | None = None
     reference_solution: str | None = None
     solution: str
-    reference_s: float | None = Field(default=None, gt=0)
+    reference_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     def task_record(self) -> dict[str, Any]:
         """The task record to validate; raises ValueError when neither form is complete."""
@@ -56,7 +56,7 @@ class SessionCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     ttl_s: float | None = Field(default=None, gt=0)
-    memory_mb: int = Field(default=512, ge=16, le=16_384)
+    memory_mb: int = Field(default=512, ge=16)  # the bound: ServiceConfig.max_memory_mb
     cpu_s: float = Field(default=60.0, gt=0, le=3600)
     max_processes: int = Field(default=32, ge=1, le=4096)
 

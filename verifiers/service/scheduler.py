@@ -3,8 +3,11 @@
 Jobs are blocking callables run on a fixed pool of worker threads (never on the event loop).
 Lower priority numbers run first; within one priority, clients take turns (one job each per
 turn), so a client that floods the queue cannot starve another at the same priority. A job
-whose deadline passes while it waits is answered ``DeadlineExceeded`` and never runs. A job
-that reports an infrastructure error is run again, up to ``infra_retries`` more times.
+whose deadline passes while it waits is taken out of the queue and answered
+``DeadlineExceeded`` at that moment (a watcher thread sleeps until the earliest deadline), and
+never runs. A job whose caller cancelled its future is dropped. A job that reports an
+infrastructure error is run again, up to ``infra_retries`` more times, after a short backoff.
+``close`` answers every waiting job (``QueueFull``) even if some were cancelled meanwhile.
 
 Not guarded against: a job that blocks forever (the sandbox's own wall limit bounds every
 run); starvation of low priorities under a permanent flood of higher ones (by design).
@@ -12,13 +15,17 @@ run); starvation of low priorities under a permanent flood of higher ones (by de
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
+
+from tasksieve.verifiers.http_retry import backoff_delay
 
 PRIORITIES: dict[str, int] = {"training": 0, "interactive": 1, "curation": 2, "batch": 3}
 
@@ -66,6 +73,11 @@ class Stats:
 Hook = Callable[[Job, str, float], None]  # (job, outcome, seconds since enqueue)
 
 
+def _due(job: Job, now: float) -> bool:
+    """Whether ``job``'s deadline has passed at ``now``."""
+    return job.deadline is not None and job.deadline <= now
+
+
 class Scheduler:
     """Runs jobs on ``workers`` threads, highest priority first, clients in turn."""
 
@@ -89,12 +101,16 @@ class Scheduler:
         self._queues: dict[int, OrderedDict[str, deque[Job]]] = {}
         self._depth = 0
         self._in_flight = 0
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # workers wait here for jobs
+        self._deadlines = threading.Condition(lock)  # the watcher waits here for deadlines
         self._stopping = False
+        self._rng = random.Random()
         self._threads = [
             threading.Thread(target=self._work, name=f"sched-{i}", daemon=True)
             for i in range(workers)
         ]
+        self._threads.append(threading.Thread(target=self._watch, name="sched-dl", daemon=True))
         for t in self._threads:
             t.start()
 
@@ -120,6 +136,8 @@ class Scheduler:
             per_client.setdefault(job.client, deque()).append(job)
             self._depth += 1
             self._cond.notify()
+            if job.deadline is not None:
+                self._deadlines.notify()
         return job.future
 
     def close(self, timeout: float = 5.0) -> None:
@@ -130,8 +148,10 @@ class Scheduler:
             self._queues.clear()
             self._depth = 0
             self._cond.notify_all()
+            self._deadlines.notify_all()
         for job in waiting:
-            job.future.set_exception(QueueFull(1.0))
+            if job.future.set_running_or_notify_cancel():  # False: its caller cancelled it
+                job.future.set_exception(QueueFull(1.0))
         for t in self._threads:
             t.join(timeout)
 
@@ -140,6 +160,56 @@ class Scheduler:
         """Seconds until a slot is likely free: the backlog over the workers at the mean cost."""
         mean = self.stats.busy_s / self.stats.done if self.stats.done else 1.0
         return max(1.0, min(60.0, self._depth * mean / self.workers))
+
+    def _watch(self) -> None:
+        """Answer ``DeadlineExceeded`` to each waiting job as its deadline passes."""
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+                now = time.monotonic()
+                expired = self._remove(partial(_due, now=now))
+                if not expired:
+                    soonest = min(
+                        (
+                            j.deadline
+                            for q in self._queues.values()
+                            for d in q.values()
+                            for j in d
+                            if j.deadline is not None
+                        ),
+                        default=None,
+                    )
+                    self._deadlines.wait(None if soonest is None else max(0.0, soonest - now))
+                    continue
+                self.stats.dropped_deadline += len(expired)
+            for job in expired:
+                self._expire(job, now)
+
+    def _remove(self, doomed: Callable[[Job], bool]) -> list[Job]:
+        """Take the waiting jobs ``doomed`` says out of the queues (call under the lock)."""
+        out: list[Job] = []
+        for prio in list(self._queues):
+            per_client = self._queues[prio]
+            for client in list(per_client):
+                jobs = per_client[client]
+                kept = deque(j for j in jobs if not doomed(j))
+                out += [j for j in jobs if doomed(j)]
+                if kept:
+                    per_client[client] = kept
+                else:
+                    del per_client[client]
+            if not per_client:
+                del self._queues[prio]
+        self._depth -= len(out)
+        return out
+
+    def _expire(self, job: Job, now: float) -> None:
+        if not job.future.set_running_or_notify_cancel():
+            return
+        self._finish(job, "deadline")
+        waited = now - job.enqueued
+        job.future.set_exception(DeadlineExceeded(f"deadline passed after {waited:.3f}s queued"))
 
     def _take(self) -> Job | None:
         """The next job: lowest priority number, then the client whose turn it is."""
@@ -174,17 +244,13 @@ class Scheduler:
                     self._in_flight -= 1
 
     def _run(self, job: Job) -> None:
-        if not job.future.set_running_or_notify_cancel():
-            return
         now = time.monotonic()
-        if job.deadline is not None and now > job.deadline:
+        if job.deadline is not None and now > job.deadline:  # taken just as it expired
             with self._cond:
                 self.stats.dropped_deadline += 1
-            waited = now - job.enqueued
-            self._finish(job, "deadline")
-            job.future.set_exception(
-                DeadlineExceeded(f"deadline passed after {waited:.3f}s queued")
-            )
+            self._expire(job, now)
+            return
+        if not job.future.set_running_or_notify_cancel():
             return
         t0 = time.monotonic()
         try:
@@ -194,7 +260,7 @@ class Scheduler:
                     break
                 with self._cond:
                     self.stats.infra_retries += 1
-                time.sleep(self.retry_backoff_s * (2**attempt))
+                time.sleep(backoff_delay(attempt + 1, self.retry_backoff_s, 1.0, self._rng))
                 result, infra = job.body()
         except BaseException as exc:  # a bug in a job body must still answer its caller
             self._account(t0)

@@ -1,23 +1,26 @@
 """The ``/sessions`` routes: create, inspect, exec, put/get/list files, delete.
 
 Execs go through the scheduler like any other sandbox work (priority, deadline,
-idempotency); creating, reading and deleting are cheap and answered at once.
+idempotency); creating, reading and deleting are cheap and answered at once. A session is
+held in use from the moment a call on it arrives until its answer is ready, so an exec that
+waits or runs longer than the TTL does not lose its session. A file upload is read as it
+streams in and refused with 413 as soon as it would take the session past its size limit (a
+file it replaces does not count).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.params import Depends
 from fastapi.responses import Response
 
 from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.service.core import Meta, Service
 from tasksieve.verifiers.service.models import SessionCreate, SessionExec
-from tasksieve.verifiers.service.sessions import ExecResult, Session
+from tasksieve.verifiers.service.sessions import ExecResult, Session, SessionError
 
 PYTHON_NAMES = ("python", "python3")
 
@@ -63,15 +66,19 @@ def argv_of(req: SessionExec, python: str) -> list[str]:
 
 
 def add_routes(
-    app: FastAPI, service: Service, auth: Sequence[Depends], meta: Callable[..., Any]
+    app: FastAPI,
+    service: Service,
+    meta: Callable[..., Any],
+    memory_ok: Callable[[int, str], None],
 ) -> None:
-    """Register the session routes on ``app`` (all behind ``auth``)."""
+    """Register the session routes on ``app`` (``memory_ok`` raises 422 for memory over the
+    server's bound; the token was checked before the request got here)."""
     store = service.sessions
     cfg = service.cfg
-    deps = list(auth)
 
-    @app.post("/sessions", dependencies=deps, status_code=201)
+    @app.post("/sessions", status_code=201)
     async def create(req: SessionCreate) -> dict[str, Any]:
+        memory_ok(req.memory_mb, "memory_mb")
         ttl = min(req.ttl_s or cfg.session_ttl_s, cfg.max_session_ttl_s)
         limits = Limits(
             wall_s=req.cpu_s,
@@ -81,20 +88,24 @@ def add_routes(
         )
         return _info(store.create(limits, ttl))
 
-    @app.get("/sessions/{sid}", dependencies=deps)
+    @app.get("/sessions/{sid}")
     async def info(sid: str) -> dict[str, Any]:
-        session = store.get(sid)
-        return {**_info(session), "files": store.list_files(session)}
+        with store.use(sid) as session:
+            files = await asyncio.to_thread(store.list_files, session)
+            return {**_info(session), "files": files}
 
-    @app.delete("/sessions/{sid}", dependencies=deps)
+    @app.delete("/sessions/{sid}")
     async def delete(sid: str) -> dict[str, Any]:
         if not await asyncio.to_thread(store.delete, sid):
             raise HTTPException(404, f"no session {sid!r}")
         return {"session_id": sid, "deleted": True}
 
-    @app.post("/sessions/{sid}/exec", dependencies=deps)
+    @app.post("/sessions/{sid}/exec")
     async def exec_(sid: str, req: SessionExec, request: Request) -> dict[str, Any]:
-        session = store.get(sid)
+        with store.use(sid) as session:
+            return await _exec(session, req, request)
+
+    async def _exec(session: Session, req: SessionExec, request: Request) -> dict[str, Any]:
         m: Meta = await meta(
             request,
             request.headers.get("x-priority"),
@@ -110,18 +121,33 @@ def add_routes(
 
         return _exec_answer(await service.submit(m, "session_exec", body))
 
-    @app.get("/sessions/{sid}/files", dependencies=deps)
+    @app.get("/sessions/{sid}/files")
     async def list_files(sid: str) -> dict[str, Any]:
-        return {"files": store.list_files(store.get(sid))}
+        with store.use(sid) as session:
+            return {"files": await asyncio.to_thread(store.list_files, session)}
 
-    @app.put("/sessions/{sid}/files/{name:path}", dependencies=deps)
+    @app.put("/sessions/{sid}/files/{name:path}")
     async def put_file(sid: str, name: str, request: Request) -> dict[str, Any]:
-        session = store.get(sid)
-        data = await request.body()
-        await asyncio.to_thread(store.put_file, session, name, data)
-        return {"name": name, "bytes": len(data)}
+        with store.use(sid) as session:
+            room = await asyncio.to_thread(store.room_for, session, name)
+            data = await _read_at_most(request, room, store.max_bytes)
+            await asyncio.to_thread(store.put_file, session, name, data)
+            return {"name": name, "bytes": len(data)}
 
-    @app.get("/sessions/{sid}/files/{name:path}", dependencies=deps)
+    @app.get("/sessions/{sid}/files/{name:path}")
     async def get_file(sid: str, name: str) -> Response:
-        data = await asyncio.to_thread(store.get_file, store.get(sid), name)
-        return Response(data, media_type="application/octet-stream")
+        with store.use(sid) as session:
+            data = await asyncio.to_thread(store.get_file, session, name)
+            return Response(data, media_type="application/octet-stream")
+
+
+async def _read_at_most(request: Request, room: int, max_bytes: int) -> bytes:
+    """The request body, read as it streams in; 413 as soon as it passes ``room`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > room:
+            raise SessionError(f"session files would exceed {max_bytes} bytes", 413)
+        chunks.append(chunk)
+    return b"".join(chunks)

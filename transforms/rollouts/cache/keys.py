@@ -1,15 +1,17 @@
 """Content keys of the rollout cache: what a completion and a verdict depend on.
 
-A sample key hashes the sampling request (every field of ``SampleRequest``, so a field added
-to it later, such as a conversation history, enters the key without a change here), the
-model, every ``SamplerConfig`` field that can change what is drawn, the seed and the sample
-index. The number of samples K is not part of it: sample j is keyed on its own, so a re-run
-asking for fewer samples reuses the first ones (a re-run asking for more draws the task
-again). Nor is ``first_sample``: the index is the sample's index in the task's run
-(``first_sample + j`` for the j-th of a request), so sample i has one key whether an
-adaptive round or a fixed-K run drew it. A verdict key hashes the task (its verifier spec
-with the tests, its reference solution), the solution, the sandbox settings that can change
-a verdict and the tasksieve version (a new release re-verifies).
+A sample key hashes the sampling request (every field of ``SampleRequest``, so a field added to it
+later, such as a conversation history, enters the key without a change here), the chat messages
+rendered from it (so a new per-family system instruction or prompt layout after an upgrade misses
+instead of reusing old completions), the model, every ``SamplerConfig`` field that can change what
+is drawn, the seed and the sample index. The number of samples K is not part of it: sample j is
+keyed on its own, so a re-run asking for fewer samples reuses the first ones (a re-run asking for
+more draws the task again). Nor is ``first_sample``: the index is the sample's index in the task's
+run (``first_sample + j`` for the j-th of a request), so sample i has one key whether an adaptive
+round or a fixed-K run drew it. A verdict key hashes the task (its verifier spec with the tests, its
+reference solution), the solution, the sandbox settings that can change a verdict and the tasksieve
+version (a new release re-verifies); for the remote backend the settings hold each server's
+tasksieve version and sandbox backend, as its ``/healthz`` says.
 
 What the keys do NOT cover: the bytes of a local model directory (``--model DIR`` is keyed by
 its path: replace the weights under the same path and pass ``--no-cache``), a server that
@@ -29,8 +31,9 @@ from typing import Any
 
 from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.samplers.config import SamplerConfig, SampleRequest
+from tasksieve.transforms.samplers.prompts import render_messages
 
-KEY_VERSION = 1
+KEY_VERSION = 2  # 2: sample keys hold the rendered messages
 # SamplerConfig fields that decide how a run talks to the sampler, not what it draws
 _NOT_SAMPLING = frozenset(
     {
@@ -70,6 +73,7 @@ def sample_key(req: SampleRequest, params: Mapping[str, Any], index: int) -> str
             "kind": "sample",
             "v": KEY_VERSION,
             "request": dataclasses.asdict(req),
+            "messages": render_messages(req),  # the family's system instruction included
             "params": dict(params),
             "index": index,
         }

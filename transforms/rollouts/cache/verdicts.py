@@ -28,8 +28,20 @@ log = logging.getLogger("tasksieve.rollout_cache")
 
 
 def sandbox_settings(cfg: SandboxConfig) -> dict[str, Any]:
-    """The sandbox settings a verdict may depend on (not where or how many)."""
-    return {"backend": cfg.backend, "allow_weak_isolation": cfg.allow_weak_isolation}
+    """The sandbox settings a verdict may depend on (not where or how many).
+
+    For the remote backend, the verdict is the servers' own: their tasksieve version and
+    sandbox backend (asked once, from ``/healthz``) are part of it, not their addresses.
+    """
+    settings: dict[str, Any] = {
+        "backend": cfg.backend,
+        "allow_weak_isolation": cfg.allow_weak_isolation,
+    }
+    if cfg.backend == "remote":
+        from tasksieve.verifiers.remote import server_identity
+
+        settings["servers"] = server_identity(cfg.urls)
+    return settings
 
 
 class _Loaded:

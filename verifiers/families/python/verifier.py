@@ -84,19 +84,22 @@ class PythonVerifier(Verifier):
         self.timeout_floor_s = timeout_floor_s
         self.reference_slack = reference_slack
         self._reference_s: dict[tuple[str, int], float] = {}
+        self._call = threading.local()  # .reference_s: this call's own (verify_with_reference)
 
     def timeout_for(self, task: TaskRecord, solution: str) -> float:
         """The time limit for ``solution``: scaled from the reference's measured runtime.
 
         The reference itself gets ``timeout_s * reference_slack`` (a slow machine must not fail
-        it); once it has passed here, other solutions get
+        it); once it has passed here (or when the call brings its own), other solutions get
         ``max(timeout_floor_s, timeout_factor * reference runtime)``; before that, ``timeout_s``.
         """
         spec = task.verifier
         assert isinstance(spec, CodeSpec)
         if solution == task.reference_solution:
             return spec.timeout_s * self.reference_slack
-        ref = self._reference_s.get((task.id, hash(task.reference_solution)))
+        ref = getattr(self._call, "reference_s", None)
+        if ref is None:
+            ref = self._reference_s.get((task.id, hash(task.reference_solution)))
         if ref is None:
             return spec.timeout_s
         return max(self.timeout_floor_s, self.timeout_factor * ref)
@@ -120,6 +123,16 @@ class PythonVerifier(Verifier):
             key = (task.id, hash(task.reference_solution))
             self._reference_s[key] = max(self._reference_s.get(key, 0.0), v.duration_s)
         return v
+
+    def verify_with_reference(
+        self, task: TaskRecord, solution: str, reference_s: float | None
+    ) -> Verdict:
+        """``verify`` with ``reference_s`` in place of a learned runtime, for this call only."""
+        self._call.reference_s = reference_s
+        try:
+            return self.verify(task, solution)
+        finally:
+            self._call.reference_s = None
 
     def calibrate(self, task: TaskRecord, reference_s: float) -> None:
         """Use a reference runtime measured by another verifier instance (the gates' one)."""

@@ -3,11 +3,12 @@
 Runs inside the sandbox (standard library only) as ``python -I -S session_exec.py``. It
 reads ``.tasksieve_in.json`` ({"files": {name: base64}, "argv": [...], "timeout_s": t,
 "max_bytes": n}), writes the files into the scratch directory (so they are the run's own
-and writable), runs ``argv`` with the run's stdio, then writes
-``.tasksieve_out.json``: {"exit": code or null, "timed_out": bool, "files": {...},
-"dropped": [names]} holding every regular file under the scratch directory (symlinks and
-other special files are skipped, and files beyond ``max_bytes`` in total are dropped).
-Nothing here is a security boundary: the sandbox around it is.
+and writable), runs ``argv`` with the run's stdio, then writes ``.tasksieve_out.json``:
+{"files": {...}, "dropped": [names]} holding every regular file under the scratch directory
+(symlinks and other special files are skipped, and files beyond ``max_bytes`` in total are
+dropped), and exits with the command's exit status (124 when it timed out). Nothing here is
+a security boundary, nor trusted: the code it runs can overwrite the report or kill this
+process, so the host measures the status and counts the files itself.
 """
 
 from __future__ import annotations
@@ -81,8 +82,10 @@ def main() -> int:
         code, timed_out = 127, False
     files, dropped = pack(int(request["max_bytes"]))
     with open(OUT_NAME, "w", encoding="utf-8") as fh:
-        json.dump({"exit": code, "timed_out": timed_out, "files": files, "dropped": dropped}, fh)
-    return 0
+        json.dump({"files": files, "dropped": dropped}, fh)
+    if timed_out or code is None:
+        return 124
+    return code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as a shell says
 
 
 if __name__ == "__main__":
