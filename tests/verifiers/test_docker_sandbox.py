@@ -311,6 +311,25 @@ def test_warm_main_runs_as_on_the_process_backend(docker_sandbox, sandbox, case)
     assert results == {"docker": [expected] * 2, "process": [expected] * 2}
 
 
+# Scripts whose exit status and stderr a warm run must reproduce byte for byte.
+FRESH_CASES = {
+    "raise": "raise ValueError('boom')",
+    "nested": "def f():\n    return 1 / 0\nf()",
+    "syntax": "def f(:",
+    "exit_message": "import sys; sys.exit('bye')",
+    "exit_code": "raise SystemExit(300)",
+    "interrupt": "raise KeyboardInterrupt",
+}
+
+
+@pytest.mark.parametrize("case", sorted(FRESH_CASES))
+def test_warm_run_stderr_matches_a_fresh_interpreter(docker_sandbox, case):
+    code = FRESH_CASES[case]
+    warm = docker_sandbox.run({}, [PY, "-I", "-S", "-c", code], L)  # runs in the warm server
+    fresh = docker_sandbox.run({}, [PY, "-c", code], L)  # not warm-eligible: a fresh exec
+    assert (warm.exit_code, warm.stderr) == (fresh.exit_code, fresh.stderr)
+
+
 # ---------------------------------------------------------------------- the Python verifier
 def _humaneval(n: int):
     from tests.verifiers.test_humaneval import PROBLEMS, _task

@@ -82,9 +82,10 @@ def exit_code(e: SystemExit) -> int:
     return 1
 
 
-def finish(rc: int) -> NoReturn:
+def finish(rc: int, interrupted: bool = False) -> NoReturn:
     """Exit like a fresh interpreter would (threads joined, atexit run, stdio flushed), but
-    without tearing down every module: finalising the warm heap would cost ~10 ms a run."""
+    without tearing down every module: finalising the warm heap would cost ~10 ms a run.
+    ``interrupted`` (an uncaught KeyboardInterrupt) ends it by SIGINT, as CPython does."""
     import atexit
     import threading
 
@@ -97,4 +98,7 @@ def finish(rc: int) -> NoReturn:
             stream.flush()
         except BaseException:
             rc = rc or 120
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     os._exit(rc)

@@ -19,8 +19,9 @@ docker backend's container server, which share this one life cycle of a warm run
    defines ``warm_main`` is not executed again: its namespace from step 1 (a private
    copy-on-write copy in each run) is reused and only ``warm_main()`` runs. Anything else is
    compiled (or taken from the cache) and executed. The result is the process's exit status,
-   as a fresh interpreter's: 0, the ``SystemExit`` code, or 1 with the traceback on stderr;
-   each backend's server reports it to its host in its own frame.
+   as a fresh interpreter's: 0, the ``SystemExit`` code, 1 with the traceback on stderr, or
+   death by SIGINT for an uncaught KeyboardInterrupt; each backend's server reports it to its
+   host in its own frame (the fork server's status socket, the container server's ``x``).
 
 Nothing here is a security boundary: it runs with the candidate's uid, after the backend set
 the run up. It does NOT isolate runs from the warm heap (every run starts from the same
@@ -109,7 +110,7 @@ def run_warm(job: dict[str, Any], warm: WarmScripts) -> NoReturn:
     warm.clear()
     main = fresh_main(filename)
     entry = cached[1].get("warm_main") if cached else None
-    rc = 0
+    rc, interrupted = 0, False
     try:
         if callable(entry):
             entry()
@@ -118,8 +119,9 @@ def run_warm(job: dict[str, Any], warm: WarmScripts) -> NoReturn:
             exec(code, main.__dict__)
     except SystemExit as e:
         rc = exit_code(e)
-    except BaseException:
-        kind, value, tb = sys.exc_info()
-        sys.excepthook(kind, value, tb.tb_next if tb else None)  # type: ignore[arg-type]
-        rc = 1
-    finish(rc)
+    except BaseException as e:
+        tb = e.__traceback__  # starts at this frame: cut it, as a fresh interpreter shows none
+        err = e.with_traceback(tb.tb_next if tb else None)
+        sys.excepthook(type(err), err, err.__traceback__)
+        rc, interrupted = 1, isinstance(e, KeyboardInterrupt)
+    finish(rc, interrupted)
