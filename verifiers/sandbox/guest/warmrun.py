@@ -25,9 +25,10 @@ docker backend's container server, which share this one life cycle of a warm run
 
 Nothing here is a security boundary: it runs with the candidate's uid, after the backend set
 the run up. It does NOT isolate runs from the warm heap (every run starts from the same
-memory image, hash seed and preloaded modules) nor make a warm run byte-identical to a fresh
-interpreter (``sys.modules`` holds the preloaded modules; a traceback's frames are the
-script's only because the runtime's own frame is cut off).
+memory image, hash seed and preloaded modules) nor make a warm run identical to a fresh
+interpreter beyond its exit status and output: ``sys.modules`` holds the preloaded modules,
+and a registered script's frames carry the file name ``harness.py`` (a ``warm_main``
+traceback starts at ``warm_main``, not at the script's top level).
 """
 
 from __future__ import annotations
