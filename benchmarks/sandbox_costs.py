@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import importlib
 import json
 import os
 import subprocess
@@ -62,32 +61,36 @@ print(f"{1000 * dt / n:.3f} {(r1 - r0) / n:.0f} {len(sys.modules)}")
 """
 
 
-def _module_source(*names: str) -> str | None:
-    """The file of the first of ``names`` that imports."""
-    for name in names:
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        return str(getattr(mod, "__file__", "") or "") or None
-    return None
+def _harness_file() -> str | None:
+    """A file holding the Python harness as the sandbox gets it (bundled), or None."""
+    try:
+        from tasksieve.verifiers.families.python.verifier import HARNESS_SOURCE
+    except ImportError:
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+        fh.write(HARNESS_SOURCE)
+    return fh.name
 
 
 def fork_costs(n: int, job: str) -> list[tuple[str, float, float, int]]:
     """(label, ms per fork + run ``job`` + exit + wait, minor faults per child, modules)."""
-    harness = _module_source("tasksieve.verifiers.families.python.guest.harness")
+    harness = _harness_file()
     rows = []
-    for label, extra in (
-        ("bare interpreter (fork limit's parent)", []),
-        ("with our harness and its imports", [harness] if harness else []),
-    ):
-        out = subprocess.run(
-            [sys.executable, "-I", "-S", "-c", FORK_PROBE, str(n), job, *extra],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        rows.append((label, float(out[0]), float(out[1]), int(out[2])))
+    try:
+        for label, extra in (
+            ("bare interpreter (fork limit's parent)", []),
+            ("with our harness and its imports", [harness] if harness else []),
+        ):
+            out = subprocess.run(
+                [sys.executable, "-I", "-S", "-c", FORK_PROBE, str(n), job, *extra],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            rows.append((label, float(out[0]), float(out[1]), int(out[2])))
+    finally:
+        if harness:
+            os.unlink(harness)
     return rows
 
 

@@ -264,3 +264,28 @@ def test_bundled_guest_is_self_contained(path: Path) -> None:
     source = bundle(str(path))
     tree = ast.parse(source)
     assert not _foreign(tree), f"bundled {path.name} still imports {_foreign(tree)}"
+
+
+def _top_level_names(tree: ast.Module) -> list[str]:
+    """Names bound at the top level by definitions and assignments (imports left out)."""
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    return names
+
+
+@pytest.mark.parametrize("path", GUESTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_bundled_guest_defines_each_top_level_name_once(path: Path) -> None:
+    names = _top_level_names(ast.parse(bundle(str(path))))
+    twice = sorted({n for n in names if names.count(n) > 1})
+    assert not twice, f"bundled {path.name} defines {twice} more than once (one namespace)"
+
+
+@pytest.mark.parametrize("path", GUESTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_bundle_inlines_each_guest_module_once(path: Path) -> None:
+    marks = [ln for ln in bundle(str(path)).splitlines() if ln.startswith("# --- inlined: ")]
+    assert len(marks) == len(set(marks)), f"bundled {path.name} inlines a module twice: {marks}"

@@ -9,6 +9,7 @@ import pytest
 
 from tasksieve.verifiers.families.python.verifier import PythonVerifier
 from tasksieve.verifiers.sandbox.base import Limits
+from tasksieve.verifiers.sandbox.warm import register_warm_script
 
 pytestmark = pytest.mark.docker
 
@@ -266,6 +267,67 @@ def test_spawn_collects_files_at_the_end(docker_sandbox):
         assert proc.read_files(("r.txt",), 100) == {"r.txt": b"ok"}
     finally:
         proc.close()
+
+
+# ---------------------------------------------------------------------- warm scripts
+# A registered script whose warm_main() is what runs warm: it reports the namespace it was
+# loaded in (``__warm__``, never ``__main__``) and a counter that each run finds at 0 (a
+# private copy of the warm namespace per run).
+WARM_SCRIPT = """import sys
+LOADED_AS = __name__
+CALLS = [0]
+
+def warm_main():
+    CALLS[0] += 1
+    {body}
+
+if __name__ == "__main__":
+    print("fresh interpreter, warm_main not used")
+"""
+WARM_CASES = {
+    "namespace": ("print(LOADED_AS, CALLS[0], sys.argv)", (0, "__warm__ 1 ['w.py', 'x']\n", "")),
+    "exit": ("sys.exit(3)", (3, "", "")),
+    "raise": ("raise ValueError('boom')", (1, "", "ValueError: boom")),
+    "stdin": ("print(sys.stdin.read().upper())", (0, "IN\n", "")),
+}
+
+
+def _warm_run(sb, source: str):
+    ex = sb.run({"w.py": source}, [sb.python, "-I", "-S", "w.py", "x"], L, stdin=b"in")
+    err = ex.stderr.decode().strip().splitlines()
+    return ex.exit_code, ex.stdout.decode(), err[-1] if err else ""
+
+
+@pytest.mark.parametrize("case", sorted(WARM_CASES))
+def test_warm_main_runs_as_on_the_process_backend(docker_sandbox, sandbox, case):
+    if sandbox.describe().get("executor") != "forkserver":
+        pytest.skip("the process backend runs warm scripts only on its fork server (root)")
+    body, expected = WARM_CASES[case]
+    source = WARM_SCRIPT.format(body=body)
+    register_warm_script(source)  # after both backends started: each must pick it up
+    results = {
+        sb.name: [_warm_run(sb, source) for _ in range(2)] for sb in (docker_sandbox, sandbox)
+    }
+    assert results == {"docker": [expected] * 2, "process": [expected] * 2}
+
+
+# Scripts whose exit status and stderr a warm run must reproduce byte for byte.
+FRESH_CASES = {
+    "raise": "raise ValueError('boom')",
+    "nested": "def f():\n    return 1 / 0\nf()",
+    "syntax": "def f(:",
+    "exit_message": "import sys; sys.exit('bye')",
+    "exit_code": "raise SystemExit(300)",
+    "interrupt": "raise KeyboardInterrupt",
+}
+
+
+@pytest.mark.parametrize("case", sorted(FRESH_CASES))
+def test_warm_run_stderr_matches_a_fresh_interpreter(docker_sandbox, case):
+    code = FRESH_CASES[case]
+    warm = docker_sandbox.run({}, [PY, "-I", "-S", "-c", code], L)  # runs in the warm server
+    fresh = docker_sandbox.run({}, [PY, "-c", code], L)  # not warm-eligible: a fresh exec
+    assert (warm.exit_code, warm.stderr) == (fresh.exit_code, fresh.stderr)
 
 
 # ---------------------------------------------------------------------- the Python verifier

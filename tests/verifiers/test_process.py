@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import sysconfig
 import time
@@ -276,3 +277,23 @@ def test_warm_run_exit_codes_and_tracebacks_match_a_fresh_interpreter(sandbox):
         {"s.py": "import sys; print(sys.argv)"}, [sandbox.python, "-I", "-S", "s.py", "x"], FAST
     )
     assert ex.stdout == b"['s.py', 'x']\n"
+
+
+# Scripts whose exit status and stderr a warm run must reproduce byte for byte.
+FRESH_CASES = {
+    "raise": "raise ValueError('boom')",
+    "nested": "def f():\n    return 1 / 0\nf()",
+    "syntax": "def f(:",
+    "exit_message": "import sys; sys.exit('bye')",
+    "exit_code": "raise SystemExit(300)",
+    "interrupt": "raise KeyboardInterrupt",
+}
+
+
+@pytest.mark.parametrize("case", sorted(FRESH_CASES))
+def test_warm_run_stderr_matches_a_fresh_interpreter(sandbox, case):
+    argv = py(sandbox, FRESH_CASES[case])
+    fresh = subprocess.run(argv, capture_output=True, timeout=30)
+    code = fresh.returncode if fresh.returncode >= 0 else 128 - fresh.returncode  # as bwrap's
+    ex = sandbox.run({}, argv, FAST)
+    assert (ex.exit_code, ex.stderr) == (code, fresh.stderr)

@@ -66,8 +66,10 @@ class Capabilities:
       lived workers, relayed sessions).
     - ``paired_runs``: ``Sandbox.spawn_pair`` forks a candidate and its tests from one per-run
       init, joined by a private pipe (one sandbox entry per verification).
-    - ``warm_scripts``: scripts registered with ``verifiers.sandbox.warm`` are compiled once
-      and runs fork from a warm interpreter.
+    - ``warm_scripts``: scripts registered with ``verifiers.sandbox.warm`` are compiled and run
+      once, and runs fork from that warm interpreter; a run of a registered script that
+      defines ``warm_main`` only calls ``warm_main()`` in the script's warm namespace (the
+      guest runtime ``verifiers.sandbox.guest.warmrun``, the same for every such backend).
     - ``own_pid_namespace``: every run has a pid namespace of its own, so signalling every
       process a run can see reaches only that run's processes.
     - ``private_loopback``: every run has a network namespace of its own with a loopback

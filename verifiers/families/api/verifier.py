@@ -36,15 +36,15 @@ import sysconfig
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tasksieve.schemas import ApiSpec, CheckResult, TaskRecord, Verdict, VerdictStatus
 from tasksieve.verifiers.families.api.guest import harness as api_harness
 from tasksieve.verifiers.families.base import Verifier
 from tasksieve.verifiers.sandbox.base import Limits, Sandbox
+from tasksieve.verifiers.sandbox.guest import bundle
 
-HARNESS_SOURCE = Path(api_harness.__file__).read_text(encoding="utf-8")
+HARNESS_SOURCE = bundle(api_harness.__file__)  # its gate and state read-back inlined
 HARNESS_MEMORY_MB = 2048
 STARTUP_GRACE_S = 30.0
 MAX_OUTPUT_BYTES = 16_000_000

@@ -30,7 +30,7 @@ from typing import Any
 from tasksieve.schemas import CodeSpec, TaskRecord
 from tasksieve.verifiers.families.probes import Mutant, Observation, Probe, ProbeInfraError
 from tasksieve.verifiers.families.python import probing
-from tasksieve.verifiers.families.python.guest import harness as python_harness
+from tasksieve.verifiers.families.python.guest import codec
 from tasksieve.verifiers.families.python.mutation import all_mutants, select
 from tasksieve.verifiers.families.python.verifier import AST_LOCK, HARNESS_SOURCE, normalise_output
 from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox
@@ -106,7 +106,7 @@ def _spec(task: TaskRecord) -> CodeSpec:
 
 
 def _call_probe(entry: str, args: probing.Args, origin: str) -> Probe:
-    payload = {"args": python_harness.encode(args[0]), "kwargs": python_harness.encode(args[1])}
+    payload = {"args": codec.encode(args[0]), "kwargs": codec.encode(args[1])}
     return Probe(probing.call_label(entry, args), payload, origin)
 
 
@@ -117,7 +117,7 @@ def _stdin_label(stdin: str) -> str:
 
 # ---------------------------------------------------------------------------- comparison
 def canonical(v: Any) -> Any:
-    """Tagged JSON (``python_harness.encode``) with sets and dicts in a stable order."""
+    """Tagged JSON (``codec.encode``) with sets and dicts in a stable order."""
     if isinstance(v, list):
         return [canonical(x) for x in v]
     if isinstance(v, dict) and len(v) == 1:
@@ -139,7 +139,7 @@ def _sort_key(v: Any) -> str:
 def same_value(a: Any, b: Any) -> bool:
     """Whether two decoded-or-tagged values are equal as the tests' ``==`` would see them."""
     try:
-        return _eq(python_harness.decode(a), python_harness.decode(b))
+        return _eq(codec.decode(a), codec.decode(b))
     except (ValueError, TypeError, RecursionError):
         return a == b
 

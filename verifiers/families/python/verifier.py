@@ -29,20 +29,21 @@ import json
 import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from tasksieve.schemas import CheckResult, CodeSpec, TaskRecord, Verdict, VerdictStatus
 from tasksieve.verifiers.families.base import Verifier
 from tasksieve.verifiers.families.python.guest import harness as python_harness
+from tasksieve.verifiers.families.python.guest.planning import plan as plan_tests
 from tasksieve.verifiers.families.python.pair import fails as _fails
 from tasksieve.verifiers.families.python.pair import judge_pair
 from tasksieve.verifiers.families.python.pair import verdict as _verdict
 from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox, SpawnedRun
+from tasksieve.verifiers.sandbox.guest import bundle
 from tasksieve.verifiers.sandbox.pipes import Pump, Reader
 from tasksieve.verifiers.sandbox.warm import register_warm_script
 
-HARNESS_SOURCE = Path(python_harness.__file__).read_text(encoding="utf-8")
+HARNESS_SOURCE = bundle(python_harness.__file__)  # its codec, planning and wire inlined
 register_warm_script(HARNESS_SOURCE)
 
 # CPython 3.11 before 3.11.9 can fail ast.parse with "AST constructor recursion depth
@@ -189,7 +190,7 @@ class PythonVerifier(Verifier):
             "setup_code": spec.setup_code,
         }
         with AST_LOCK:
-            names = python_harness.plan(cfg)
+            names = plan_tests(cfg)
         declared = spec.test_count() if spec.style == "pytest" else 0
         names += [f"declared_test_{i}" for i in range(len(names), declared)]
         caps = self.sandbox.capabilities

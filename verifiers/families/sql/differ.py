@@ -7,13 +7,13 @@
   seeds the verifier does not run (1-2 are the verifier's own when ``perturb`` is on), and the
   NULL / duplicate / empty variations of ``sql.variations`` (``salt`` = ``seed``). Payload:
   ``{"seed": s, "vary": kind or null, "index": i, "salt": n}``.
-- ``observe``: every solution on every probe in sandboxed DuckDB workers (the verifier's
-  ``_Worker``): the first solution (the reference, by the detectors' convention) in a worker of
-  its own, the others in a second one, so expected values never come from a process that ran
-  other SQL. An observation is ``{"columns": [...], "rows": [...]}`` with the worker's typed
-  encoding; an error is its kind (``syntax``, ``runtime``, ``timeout``, ``crash``...). A
-  variation whose SQL fails gives ``setup`` for everyone (an invalid probe); a worker that
-  cannot start, or the task's own setup failing, raises ``ProbeInfraError``.
+- ``observe``: every solution on every probe in sandboxed DuckDB workers
+  (``worker_process.Worker``): the first solution (the reference, by the detectors' convention)
+  in a worker of its own, the others in a second one, so expected values never come from a
+  process that ran other SQL. An observation is ``{"columns": [...], "rows": [...]}`` with the
+  worker's typed encoding; an error is its kind (``syntax``, ``runtime``, ``timeout``,
+  ``crash``...). A variation whose SQL fails gives ``setup`` for everyone (an invalid probe); a
+  worker that cannot start, or the task's own setup failing, raises ``ProbeInfraError``.
 - ``agree``: ``sql.compare.compare_results`` under the task's ``compare`` settings (ordered,
   multiset, float tolerance, column names); two errors agree when their kinds do.
 
@@ -32,7 +32,7 @@ from tasksieve.schemas import SqlSpec, TaskRecord
 from tasksieve.verifiers.families.probes import Mutant, Observation, Probe, ProbeInfraError
 from tasksieve.verifiers.families.sql import mutate, variations
 from tasksieve.verifiers.families.sql.compare import Result, compare_results, decode, decode_rows
-from tasksieve.verifiers.families.sql.verifier import WorkerGone, _Worker
+from tasksieve.verifiers.families.sql.worker_process import Worker, WorkerGone
 from tasksieve.verifiers.sandbox.base import Sandbox
 
 WORKER_MEMORY_MB = 2048
@@ -177,15 +177,15 @@ class _Runner:
     def __init__(self, sandbox: Sandbox, python: str, spec: SqlSpec) -> None:
         self.sandbox, self.python, self.spec = sandbox, python, spec
         self.memory = max(WORKER_MEMORY_MB, spec.memory_mb + 1024)
-        self.workers: dict[int, _Worker | None] = {0: None, 1: None}
+        self.workers: dict[int, Worker | None] = {0: None, 1: None}
 
-    def _worker(self, role: int) -> _Worker:
+    def _worker(self, role: int) -> Worker:
         w = self.workers[role]
         if w is None or not w.healthy():
             if w is not None:
                 w.close()
             try:
-                w = _Worker(self.sandbox, self.python, self.memory)
+                w = Worker(self.sandbox, self.python, self.memory)
             except Exception as e:
                 raise ProbeInfraError(f"SQL worker did not start: {e}") from e
             self.workers[role] = w

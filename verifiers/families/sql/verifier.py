@@ -1,12 +1,12 @@
 """The SQL verifier: candidate queries run in warm, sandboxed DuckDB workers; the verdict here.
 
 Each verifier keeps a small pool of slots (one per concurrently verifying thread). A slot holds
-two long-lived sandboxed worker processes (``sql_worker.py`` started with ``spawn()``): one
-that only ever runs reference queries and one for candidates, so expected values never come
-from a process that has run candidate SQL. A request gets a locked in-memory database built
-from ``setup_sql`` + ``files`` (a worker keeps recent ones for requests with the same setup,
-see ``sql_worker``), so a warm verification costs one query. Reference results are cached
-here per (task, perturbation). Rows come back as tagged JSON and are compared here
+two long-lived sandboxed worker processes (``worker_process``: ``sql_worker.py`` started with
+``spawn()``): one that only ever runs reference queries and one for candidates, so expected
+values never come from a process that has run candidate SQL. A request gets a locked in-memory
+database built from ``setup_sql`` + ``files`` (a worker keeps recent ones for requests with the
+same setup, see ``sql_worker``), so a warm verification costs one query. Reference results are
+cached here per (task, perturbation). Rows come back as tagged JSON and are compared here
 (``sql_compare``). With ``perturb`` the task is also checked on perturbed copies of its tables
 (``perturbed_1``...), where the reference is re-run and must agree.
 
@@ -14,7 +14,7 @@ Statuses: match -> pass; wrong rows/columns or an oversized result -> fail; synt
 memory or statement-type errors, or a crash while the query runs -> error (engine message in
 the detail); over ``timeout_s`` -> timeout; a worker that cannot start, or a setup/reference
 that breaks -> infra_error. A worker is recycled after a crash, timeout, memory hit, when half
-its CPU budget is used, or after ``MAX_REQUESTS``.
+its CPU budget is used, or after ``worker_process.MAX_REQUESTS``.
 
 It does NOT guard against: a SELECT that changes a reused database outside its rolled-back
 transaction in a way ``sql_worker.DatabaseCache`` does not exclude (it excludes sequences);
@@ -27,156 +27,27 @@ backend's own isolation gaps.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import importlib.util
 import json
-import shutil
-import subprocess
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from tasksieve.schemas import CheckResult, SqlSpec, TaskRecord, Verdict, VerdictStatus
 from tasksieve.verifiers.families.base import Verifier
 from tasksieve.verifiers.families.sql.compare import Result, compare_results, decode_rows
-from tasksieve.verifiers.families.sql.guest import worker as sql_worker
-from tasksieve.verifiers.sandbox.base import Limits, Sandbox, SpawnedRun
-from tasksieve.verifiers.sandbox.pipes import Pump
-from tasksieve.verifiers.sandbox.support import check_name, limit_from
-
-WORKER_SOURCE = Path(sql_worker.__file__).read_text(encoding="utf-8")
-MAX_REQUESTS = 2000
-_WORKER_CPU_S = 3600
-_START_S = 60.0
-_GRACE_S = 3.0
-_MAX_LINE = 64_000_000
-# bwrap's --die-with-parent fires when the *thread* that started it exits, so workers that
-# outlive one verify() call are started from this one long-lived thread.
-_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sql-worker-spawn")
-
-
-class WorkerGone(Exception):
-    """The worker died, broke the protocol or missed its deadline."""
-
-    def __init__(self, phase: str, timed_out: bool, limit: str | None, tail: str) -> None:
-        super().__init__(f"worker gone in {phase}")
-        self.phase, self.timed_out, self.limit, self.tail = phase, timed_out, limit, tail
-
-
-def duckdb_module_path() -> Path:
-    """Where the ``_duckdb`` extension module lives (shipped into each worker's sandbox)."""
-    spec = importlib.util.find_spec("_duckdb")
-    if spec is None or not spec.origin:
-        raise ImportError("the SQL verifier needs duckdb: pip install duckdb")
-    return Path(spec.origin)
-
-
-class _Worker:
-    """One sandboxed ``sql_worker.py`` process and its pipes."""
-
-    def __init__(self, sandbox: Any, python: str, memory_mb: int) -> None:
-        so = duckdb_module_path()
-        files: dict[str, bytes | str] = {
-            "sql_worker.py": WORKER_SOURCE,
-            f"lib/{so.name}": so.read_bytes(),
-        }
-        limits = Limits(
-            wall_s=_START_S,
-            cpu_s=_WORKER_CPU_S,
-            memory_mb=memory_mb,
-            max_processes=64,
-            max_file_bytes=256_000_000,
-            scratch_mb=512,
-        )
-        self.memory_mb = memory_mb
-        env = shutil.which("env", path="/usr/bin:/bin")  # few malloc arenas: a small address space
-        pre = [env, "MALLOC_ARENA_MAX=2"] if env else []
-        cmd = [*pre, python, "-I", "-S", "sql_worker.py"]
-        self.proc: SpawnedRun = _SPAWNER.submit(sandbox.spawn, files, cmd, limits).result()
-        self.requests, self.cpu_s = 0, 0.0
-        self.pump = Pump()
-        p = self.proc.popen
-        assert p.stdout and p.stderr and p.stdin
-        self.out = self.pump.add_reader(p.stdout.fileno(), _MAX_LINE)
-        self.err = self.pump.add_reader(p.stderr.fileno(), 16384)
-        try:
-            ready = self._line("start", time.monotonic() + _START_S)
-        except WorkerGone as e:
-            self.close()
-            raise RuntimeError(f"SQL worker did not start: {e.tail or 'no output'}") from e
-        if not ready.get("ready"):
-            self.close()
-            raise RuntimeError(f"SQL worker sent {str(ready)[:200]} instead of ready")
-
-    def _line(self, phase: str, deadline: float) -> dict[str, Any]:
-        while True:
-            raw = self.out.take_line()
-            if raw is not None:
-                try:
-                    obj = json.loads(raw)
-                except ValueError:
-                    obj = None
-                if isinstance(obj, dict):
-                    return obj
-                self.err.buf += b"\nbad line: " + raw[:200]
-                raise self._gone(phase, False)
-            if self.out.eof or self.out.overflow:
-                raise self._gone(phase, False)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise self._gone(phase, True)
-            self.pump.poll(min(left, 0.25))
-
-    def _gone(self, phase: str, timed_out: bool) -> WorkerGone:
-        if self.out.eof:  # exiting on its own: let it, so its status tells why
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.popen.wait(timeout=1.0)
-        self.proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.popen.wait(timeout=2.0)
-        code = self.proc.popen.returncode
-        stderr = bytes(self.err.buf)
-        limit = None if code is None else limit_from(code if code >= 0 else 128 - code, stderr)
-        tail = stderr.decode("utf-8", errors="replace").strip()[-300:]
-        return WorkerGone(phase, timed_out, limit, f"exit code {code}: {tail}")
-
-    def request(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Send one request; the reply, or WorkerGone (the worker is then dead)."""
-        assert self.proc.popen.stdin
-        self.requests += 1
-        self.pump.write(self.proc.popen.stdin.fileno(), (json.dumps(req) + "\n").encode())
-        budget = float(req["timeout_s"]) + _GRACE_S
-        msg = self._line("setup", time.monotonic() + budget)
-        if msg.get("phase") == "query":
-            msg = self._line("query", time.monotonic() + budget)
-        self.cpu_s = float(msg.get("cpu_s", 0.0))
-        return msg
-
-    def healthy(self) -> bool:
-        """Whether this worker may take another request."""
-        return (
-            self.proc.popen.poll() is None
-            and self.requests < MAX_REQUESTS
-            and self.cpu_s < _WORKER_CPU_S / 2
-        )
-
-    def close(self) -> None:
-        """Kill the sandbox and release the pipes."""
-        self.pump.close()
-        self.proc.close()
+from tasksieve.verifiers.families.sql.worker_process import Worker, WorkerGone
+from tasksieve.verifiers.sandbox.base import Sandbox
+from tasksieve.verifiers.sandbox.support import check_name
 
 
 @dataclass
 class _Slot:
     """The worker pair one verifying thread uses."""
 
-    ref: _Worker | None = None
-    cand: _Worker | None = None
+    ref: Worker | None = None
+    cand: Worker | None = None
 
 
 @dataclass(frozen=True)
@@ -358,19 +229,19 @@ class SqlVerifier(Verifier):
         limit = {"timeout": "wall", "memory": "memory"}.get(kind)
         return _Outcome(kind=kind, stage=stage, message=str(msg.get("error", "")), limit=limit)
 
-    def _worker(self, slot: _Slot, role: str, memory_mb: int) -> _Worker:
-        w: _Worker | None = getattr(slot, role)
+    def _worker(self, slot: _Slot, role: str, memory_mb: int) -> Worker:
+        w: Worker | None = getattr(slot, role)
         need = max(self.worker_memory_mb, memory_mb + 1024)
         if w is not None and (not w.healthy() or w.memory_mb < need):
             self._drop(slot, role)
             w = None
         if w is None:
-            w = _Worker(self.sandbox, self.python, need)
+            w = Worker(self.sandbox, self.python, need)
             setattr(slot, role, w)
         return w
 
     def _drop(self, slot: _Slot, role: str) -> None:
-        w: _Worker | None = getattr(slot, role)
+        w: Worker | None = getattr(slot, role)
         if w is not None:
             w.close()
             setattr(slot, role, None)

@@ -61,6 +61,7 @@ class Slot:
     server: Channel
     writer: Channel
     settle: Callable[[], bool] | None = None  # the last run's cleanup verdict, read lazily
+    warm: int = 0  # how many registered warm scripts its server compiled at start
 
 
 class Pool:
@@ -116,7 +117,9 @@ class Pool:
         """The longest-idle clean container of ``shape``, or a fresh one when none is idle.
 
         A container's last run is settled here (its cleanup report read, normally long
-        arrived); one that was not left clean is recycled and the next one tried.
+        arrived); one that was not left clean is recycled and the next one tried. One started
+        before more warm scripts were registered is retired, so runs of those scripts run warm
+        (as the fork server restarts for them).
         """
         while True:
             with self._lock:
@@ -127,6 +130,9 @@ class Pool:
                 self._busy += 1
             if slot is None:
                 break
+            if slot.warm != len(warm_sources()):
+                self._retire(slot)
+                continue
             if _settled(slot):
                 return slot
             self.release(slot, dirty=True)
@@ -189,6 +195,14 @@ class Pool:
             with contextlib.suppress(Exception):
                 self._add(slot.shape)
 
+    def _retire(self, slot: Slot) -> None:
+        """Remove an acquired ``slot`` in the background without counting it as recycled."""
+        with self._lock:
+            self._busy -= 1
+            t = threading.Thread(target=self._remove, args=(slot,), daemon=True)
+            self._workers = [w for w in self._workers if w.is_alive()] + [t]
+        t.start()
+
     def _remove(self, slot: Slot) -> None:
         slot.server.close()
         slot.writer.close()
@@ -235,7 +249,8 @@ class Pool:
         try:
             self.api.start(cid)
             server = attach(self.api, cid)
-            server.send({"op": "hello", "warm": warm_sources(), "preimport": list(PREIMPORT)})
+            warm = warm_sources()
+            server.send({"op": "hello", "warm": warm, "preimport": list(PREIMPORT)})
             writer = exec_channel(
                 self.api, cid, ["python3", "-I", "-S", "-c", WRITER_SOURCE], user="0:0"
             )
@@ -249,7 +264,7 @@ class Pool:
             self._remove_id(cid)
             raise
         self.created += 1
-        return Slot(cid, shape, server, writer)
+        return Slot(cid, shape, server, writer, warm=len(warm))
 
 
 def _settled(slot: Slot) -> bool:

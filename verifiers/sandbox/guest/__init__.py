@@ -4,9 +4,12 @@ A guest program runs inside the sandbox as ``python -I -S -c SOURCE`` (or as a f
 into the scratch dir), so it can import only the standard library. To share code between
 guests without copies, a guest may import from another guest module
 (``verifiers.<...>.guest.<module>``) with one ``from ... import ...`` statement; ``bundle``
-replaces that line by the module's code (minus its docstring and ``from __future__`` line;
-one level, no nesting). Nothing else from the project may be imported by a guest;
-``tests/verifiers/test_layout.py`` checks every ``guest/`` module and every bundle.
+replaces that line by the module's code (minus its docstring and ``from __future__`` line).
+Inlining nests: an inlined module's own guest imports are inlined in turn, each module once,
+at its first import, so a shared module may build on another. Every inlined module lands in
+one namespace, so two modules of one bundle must not define the same top-level name.
+Nothing else from the project may be imported by a guest; ``tests/test_layout.py`` checks
+every ``guest/`` module and every bundle.
 """
 
 from __future__ import annotations
@@ -32,8 +35,20 @@ def _body(package: str, module: str) -> str:
     return text.replace(_FUTURE, "", 1)
 
 
+def _inline(text: str, done: set[tuple[str, str]]) -> str:
+    """``text`` with each guest import replaced by that module's (inlined) code, once."""
+
+    def one(m: re.Match[str]) -> str:
+        key = (m.group(1), m.group(2))
+        if key in done:
+            return f"# --- inlined above: {key[1]}\n"
+        done.add(key)
+        return f"# --- inlined: {key[1]}\n" + _inline(_body(*key), done)
+
+    return _SHARED.sub(one, text)
+
+
 @cache
 def bundle(path: str) -> str:
     """The source of the guest program at ``path`` with its guest-module imports inlined."""
-    text = Path(path).read_text(encoding="utf-8")
-    return _SHARED.sub(lambda m: f"# --- inlined: {m.group(2)}\n" + _body(*m.groups()), text)
+    return _inline(Path(path).read_text(encoding="utf-8"), set())

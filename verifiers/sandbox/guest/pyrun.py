@@ -1,9 +1,10 @@
-"""Guest code shared by the warm servers: run a Python script as a fresh ``__main__`` in a fork.
+"""Guest primitives for running Python in a fork: which commands run warm, a fresh ``__main__``.
 
-Runs inside the sandbox (standard library only). The fork server and the docker server do
-not import this module: ``tasksieve.verifiers.sandbox.guest.bundle`` inlines it where a server names
-it, so each server stays one self-contained ``-c`` source. Nothing here is a security
-boundary: it runs with the candidate's uid, after the sandbox is set up.
+Runs inside the sandbox (standard library only). The warm-run runtime (``warmrun``) builds on
+these, and the mount-namespace launcher uses ``exec_command``; none of them imports this
+module: ``tasksieve.verifiers.sandbox.guest.bundle`` inlines it, so each guest program stays
+one self-contained ``-c`` source. Nothing here is a security boundary: it runs with the
+candidate's uid, after the sandbox is set up.
 """
 
 from __future__ import annotations
@@ -81,9 +82,10 @@ def exit_code(e: SystemExit) -> int:
     return 1
 
 
-def finish(rc: int) -> None:
+def finish(rc: int, interrupted: bool = False) -> NoReturn:
     """Exit like a fresh interpreter would (threads joined, atexit run, stdio flushed), but
-    without tearing down every module: finalising the warm heap would cost ~10 ms a run."""
+    without tearing down every module: finalising the warm heap would cost ~10 ms a run.
+    ``interrupted`` (an uncaught KeyboardInterrupt) ends it by SIGINT, as CPython does."""
     import atexit
     import threading
 
@@ -96,4 +98,7 @@ def finish(rc: int) -> None:
             stream.flush()
         except BaseException:
             rc = rc or 120
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     os._exit(rc)

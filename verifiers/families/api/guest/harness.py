@@ -8,7 +8,9 @@ requests through (``/moto-api`` and everything else gets 403) and records the ca
 calls, seeds the initial state through boto3, runs the candidate in its own session with
 fake credentials, kills it (and, in a pid namespace, every other process it can signal),
 then reads the final state back through the API and prints one JSON line tagged with the
-nonce. It only reports data; the parent compares with the expected state.
+nonce. It only reports data; the parent compares with the expected state. The gate
+(``gate``) and the read-back (``state``) are guest modules of their own, inlined here by
+``tasksieve.verifiers.sandbox.guest.bundle``: the verifier sends ``bundle()`` of this file.
 
 It does NOT guard against: the candidate killing this process (same uid; the parent sees no
 result line and says so), the candidate exhausting memory or disk that this process also
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import json
 import os
 import signal
@@ -29,9 +30,11 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs
+
+from tasksieve.verifiers.families.api.guest.gate import ALLOWED_SERVICES, Gate
+from tasksieve.verifiers.families.api.guest.state import read_state
 
 # Third-party modules this guest may import inside the sandbox: the host's site-packages,
 # bound read-only (``Capabilities.site_packages``); the test of the layout reads this.
@@ -39,14 +42,6 @@ GUEST_REQUIRES = ("boto3", "botocore", "moto", "werkzeug")
 
 REGION = "us-east-1"
 FAKE_KEY = "testing"
-ALLOWED_SERVICES = frozenset({"s3", "sqs", "logs"})
-MAX_CALLS = 2000
-MAX_OBJECTS = 5000
-MAX_OBJECT_BYTES = 16_000_000
-MAX_TOTAL_BYTES = 64_000_000
-MAX_MESSAGES = 5000
-MAX_EVENTS = 10000
-PREVIEW_CHARS = 2000
 TAIL_BYTES = 2000
 _CANDIDATE_LIMITS = """
 import os, resource, sys
@@ -55,102 +50,6 @@ resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 os.execv(sys.argv[4], sys.argv[4:])
 """
-
-Start = Callable[[str, list[tuple[str, str]]], Any]
-
-
-class Gate:
-    """WSGI middleware: lets signed s3/sqs/logs calls through and logs the candidate's."""
-
-    def __init__(self, app: Callable[[dict[str, Any], Start], Iterable[bytes]]) -> None:
-        self.app = app
-        self.phase = "seed"
-        self.t0 = time.monotonic()
-        self.calls: list[dict[str, Any]] = []
-        self.dropped = 0
-        self.denied = 0
-        self.lock = threading.Lock()
-
-    def __call__(self, environ: dict[str, Any], start: Start) -> Iterable[bytes]:
-        path = str(environ.get("PATH_INFO", ""))
-        service = _signing_service(environ)
-        call: dict[str, Any] | None = None
-        if self.phase == "candidate":
-            call = {
-                "t": round(time.monotonic() - self.t0, 3),
-                "service": service or "?",
-                "op": _operation(service, environ),
-                "method": environ.get("REQUEST_METHOD", ""),
-                "path": path[:200],
-            }
-        allowed = service in ALLOWED_SERVICES and not path.startswith(("/moto-api", "/latest/"))
-
-        def start_logged(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
-            if call is not None:
-                call["status"] = int(status.split(" ", 1)[0])
-            return start(status, headers, *exc)
-
-        if call is not None:
-            with self.lock:
-                if len(self.calls) < MAX_CALLS:
-                    self.calls.append(call)
-                else:
-                    self.dropped += 1
-        if not allowed:
-            with self.lock:
-                self.denied += 1
-            start_logged("403 Forbidden", [("Content-Type", "text/plain")])
-            return [b"denied by the tasksieve harness: only signed s3/sqs/logs API calls\n"]
-        return self.app(environ, start_logged)
-
-
-def _signing_service(environ: dict[str, Any]) -> str | None:
-    """The service named in a SigV4 credential scope (header or presigned query)."""
-    auth = str(environ.get("HTTP_AUTHORIZATION", ""))
-    cred = ""
-    if "Credential=" in auth:
-        cred = auth.split("Credential=", 1)[1].split(",", 1)[0]
-    else:
-        cred = parse_qs(str(environ.get("QUERY_STRING", ""))).get("X-Amz-Credential", [""])[0]
-    parts = cred.strip().split("/")
-    return parts[3].lower() if len(parts) == 5 else None
-
-
-def _operation(service: str | None, environ: dict[str, Any]) -> str:
-    """A best-effort operation name: X-Amz-Target for JSON APIs, method and shape for S3."""
-    target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
-    if target:
-        return target.rsplit(".", 1)[-1]
-    if service != "s3":
-        return "?"
-    method = str(environ.get("REQUEST_METHOD", ""))
-    parts = [p for p in str(environ.get("PATH_INFO", "")).split("/", 2)[1:] if p]
-    query = parse_qs(str(environ.get("QUERY_STRING", "")), keep_blank_values=True)
-    if not parts:
-        return "ListBuckets" if method == "GET" else f"{method} /"
-    if "delete" in query and method == "POST":
-        return "DeleteObjects"
-    level = "Object" if len(parts) > 1 else "Bucket"
-    if method == "PUT" and level == "Object" and "HTTP_X_AMZ_COPY_SOURCE" in environ:
-        return "CopyObject"
-    listing = {
-        "list-type",
-        "prefix",
-        "delimiter",
-        "marker",
-        "max-keys",
-        "encoding-type",
-        "continuation-token",
-        "start-after",
-        "fetch-owner",
-    }
-    if method == "GET" and level == "Bucket" and not query.keys() - listing:
-        return "ListObjectsV2" if "list-type" in query else "ListObjects"
-    verb = {"PUT": "Put", "GET": "Get", "HEAD": "Head", "DELETE": "Delete"}.get(method, method)
-    sub = "".join(k.capitalize() for k in sorted(query) if k.isalpha())[:40]
-    if level == "Bucket" and method == "PUT" and not sub:
-        return "CreateBucket"
-    return f"{verb}{level}{sub}"
 
 
 def _no_dump() -> None:
@@ -275,107 +174,6 @@ def _tail(f: Any) -> str:
     f.seek(0, os.SEEK_END)
     f.seek(max(0, f.tell() - TAIL_BYTES))
     return f.read().decode("utf-8", errors="replace")
-
-
-def read_s3(s3: Any) -> dict[str, Any]:
-    """Every bucket's objects as sha256, size and a text preview (capped in number)."""
-    buckets: dict[str, dict[str, Any]] = {}
-    seen, truncated, budget = 0, False, [MAX_TOTAL_BYTES]
-    for b in s3.list_buckets().get("Buckets", []):
-        name = b["Name"]
-        objs: dict[str, Any] = {}
-        buckets[name] = objs
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
-            for o in page.get("Contents", []):
-                if seen >= MAX_OBJECTS:
-                    truncated = True
-                    break
-                seen += 1
-                objs[o["Key"]] = _object(s3, name, o["Key"], int(o.get("Size", 0)), budget)
-    return {"buckets": buckets, "truncated": truncated}
-
-
-def _object(s3: Any, bucket: str, key: str, size: int, budget: list[int]) -> dict[str, Any]:
-    """One object's digest and preview; not read (sha256 None) past the size caps."""
-    if size > MAX_OBJECT_BYTES or size > budget[0]:
-        return {"size": size, "sha256": None, "preview": "(not read: over the size cap)"}
-    budget[0] -= size
-    data = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    text = data[: PREVIEW_CHARS * 4].decode("utf-8", errors="replace")[:PREVIEW_CHARS]
-    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "preview": text}
-
-
-def read_sqs(sqs: Any) -> dict[str, Any]:
-    """Every queue's readable messages in receive order plus counts of unreadable ones."""
-    queues: dict[str, Any] = {}
-    urls: list[str] = []
-    for page in sqs.get_paginator("list_queues").paginate():
-        urls += page.get("QueueUrls", [])
-    for url in urls:
-        name = url.rstrip("/").rsplit("/", 1)[-1]
-        keys = ["ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"]
-        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=keys)["Attributes"]
-        hidden = sum(int(attrs.get(k, 0)) for k in keys)
-        bodies: list[str] = []
-        while len(bodies) < MAX_MESSAGES:
-            msgs = sqs.receive_message(
-                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=43200, WaitTimeSeconds=0
-            ).get("Messages", [])
-            if not msgs:
-                break
-            bodies += [m["Body"] for m in msgs]
-            entries = [
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)
-            ]
-            sqs.delete_message_batch(QueueUrl=url, Entries=entries)
-        queues[name] = {
-            "messages": bodies,
-            "hidden": hidden,
-            "truncated": len(bodies) >= MAX_MESSAGES,
-        }
-    return {"queues": queues}
-
-
-def read_logs(logs: Any) -> dict[str, Any]:
-    """Every log group's events over all streams, ordered by timestamp (capped)."""
-    groups: dict[str, Any] = {}
-    for page in logs.get_paginator("describe_log_groups").paginate():
-        for g in page.get("logGroups", []):
-            groups[g["logGroupName"]] = _group_events(logs, g["logGroupName"])
-    return {"groups": groups}
-
-
-def _group_events(logs: Any, group: str) -> dict[str, Any]:
-    events: list[tuple[int, int, int, str]] = []
-    streams: list[str] = []
-    for page in logs.get_paginator("describe_log_streams").paginate(logGroupName=group):
-        streams += [s["logStreamName"] for s in page.get("logStreams", [])]
-    for si, stream in enumerate(streams):
-        token: str | None = None
-        while len(events) < MAX_EVENTS:
-            kw: dict[str, Any] = {"logGroupName": group, "logStreamName": stream}
-            kw.update({"nextToken": token} if token else {"startFromHead": True})
-            resp = logs.get_log_events(**kw)
-            for e in resp.get("events", []):
-                events.append((int(e.get("timestamp", 0)), si, len(events), e["message"]))
-            nxt = resp.get("nextForwardToken")
-            if not resp.get("events") or not nxt or nxt == token:
-                break
-            token = nxt
-    events.sort()
-    return {"messages": [e[3] for e in events[:MAX_EVENTS]], "truncated": len(events) >= MAX_EVENTS}
-
-
-def read_state(c: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The final state of all three services, and an error text per service that failed."""
-    state: dict[str, Any] = {}
-    errors: dict[str, str] = {}
-    for name, reader in (("s3", read_s3), ("sqs", read_sqs), ("logs", read_logs)):
-        try:
-            state[name] = reader(c[name])
-        except Exception as e:
-            errors[name] = f"{type(e).__name__}: {e}"[:500]
-    return state, errors
 
 
 def main() -> int:

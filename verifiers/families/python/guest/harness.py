@@ -5,7 +5,7 @@ or ``... tests`` (runs ``tests.json`` with a proxy in place of the candidate). T
 share a process: either the parent relays JSON lines between them, or (``pair-tests PID``, a
 fork-server pair run) the tests process talks to the candidate over a pipe of its own and
 reports results on fd 3, which the candidate never holds. The parent counts the results
-itself. Standard library only; the parent imports the planning and codec helpers from here.
+itself. Standard library only; the parent imports the planning and codec modules.
 
 Protocol (one JSON object per line, on fds that were stdin/stdout at start; the code under
 test sees /dev/null and stderr instead):
@@ -17,8 +17,10 @@ test sees /dev/null and stderr instead):
   (fd 3) the candidate's ``loaded`` line (``{"op": "loaded", "error"}``, or ``"broken": true``
   when it broke the protocol), results, ``{"op": "cand_exit", "signal", "code"}`` (nulls if
   it still runs), then ``done``.
-Values cross in a tagged JSON codec (tuples, sets, dicts with any keys, bytes, complex, nan),
-so only plain built-in values ever reach the test process.
+Values cross in a tagged JSON codec (``codec``: tuples, sets, dicts with any keys, bytes,
+complex, nan), so only plain built-in values ever reach the test process. The codec, the test
+planning (``planning``) and the wire (``wire``) are guest modules of their own, inlined here by
+``tasksieve.verifiers.sandbox.guest.bundle``: the verifiers send ``bundle()`` of this file.
 
 Names in the tests process: trusted code runs there first (``tests.json`` ``trusted``: the
 prompt when it parses as Python, then the reference solution, statement by statement), then
@@ -38,167 +40,24 @@ name test the reference, not the candidate.
 from __future__ import annotations
 
 import ast
-import base64
 import builtins
 import contextlib
 import json
-import math
 import os
 import sys
 import time
 import types
 from typing import Any
 
-# ----------------------------------------------------------------------------- codec
-_BAD_TAG = "unknown or malformed tagged value"
-
-
-def encode(v: Any, depth: int = 0) -> Any:
-    """Turn a value into tagged JSON data; raise TypeError for anything not plain data."""
-    if depth > 200:
-        raise TypeError("value nested too deeply")
-    if v is None or isinstance(v, bool):
-        return bool(v) if v is not None else None
-    if isinstance(v, int):
-        return int.__index__(v)
-    if isinstance(v, float):
-        f = float.__float__(v)
-        return f if math.isfinite(f) else {"$f": repr(f)}
-    if isinstance(v, str):
-        return str.__str__(v)
-    d = depth + 1
-    if isinstance(v, list):
-        return [encode(x, d) for x in list.__iter__(v)]
-    if isinstance(v, tuple):
-        return {"$t": [encode(x, d) for x in tuple.__iter__(v)]}
-    if isinstance(v, frozenset):
-        return {"$fs": [encode(x, d) for x in frozenset.__iter__(v)]}
-    if isinstance(v, set):
-        return {"$s": [encode(x, d) for x in set.__iter__(v)]}
-    if isinstance(v, dict):
-        return {"$d": [[encode(k, d), encode(x, d)] for k, x in dict.items(v)]}
-    if isinstance(v, bytes | bytearray):
-        return {"$b": base64.b64encode(bytes(v)).decode()}
-    if isinstance(v, complex):
-        return {"$c": [encode(v.real, d), encode(v.imag, d)]}
-    raise TypeError(f"cannot pass a {type(v).__name__} across the sandbox boundary")
-
-
-def decode(v: Any) -> Any:
-    """Inverse of ``encode``; builds only built-in values."""
-    if v is None or type(v) in (bool, int, float, str):
-        return v
-    if type(v) is list:
-        return [decode(x) for x in v]
-    if type(v) is dict and len(v) == 1:
-        ((tag, x),) = v.items()
-        if tag == "$t" and type(x) is list:
-            return tuple(decode(i) for i in x)
-        if tag == "$s" and type(x) is list:
-            return {decode(i) for i in x}
-        if tag == "$fs" and type(x) is list:
-            return frozenset(decode(i) for i in x)
-        if tag == "$d" and type(x) is list:
-            return {decode(k): decode(i) for k, i in x}
-        if tag == "$b" and type(x) is str:
-            return base64.b64decode(x)
-        if tag == "$c" and type(x) is list and len(x) == 2:
-            return complex(float(x[0]), float(x[1]))
-        if tag == "$f" and x in ("nan", "inf", "-inf"):
-            return float(x)
-    raise ValueError(_BAD_TAG)
-
-
-# ----------------------------------------------------------------------------- planning
-def check_statements(test_code: str) -> list[tuple[str, ast.stmt]] | None:
-    """Top-level statements of ``check``'s body as named tests, or None to run check() whole.
-
-    Every statement that contains an ``assert`` is a test named ``check:L<line>``; the others
-    are setup run in order. None when ``check`` is missing or its body can't run statement by
-    statement (``return``/``yield``/``nonlocal`` at its top level).
-    """
-    tree = ast.parse(test_code)
-    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None)
-    if fn is None or len(fn.args.args) != 1:
-        return None
-    out: list[tuple[str, ast.stmt]] = []
-    for st in fn.body:
-        if isinstance(st, ast.Return | ast.Nonlocal | ast.Global):
-            return None
-        if any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(st)):
-            return None
-        has_assert = any(isinstance(n, ast.Assert) for n in ast.walk(st))
-        out.append((f"check:L{st.lineno}" if has_assert else "", st))
-    return out
-
-
-def plan(cfg: dict[str, Any]) -> list[str]:
-    """The names of the tests a spec defines, in order (computed the same way in the parent)."""
-    style = cfg["style"]
-    if style == "asserts":
-        return [f"assert_{i}" for i in range(len(cfg["asserts"]))]
-    code = cfg["test_code"] or ""
-    if style == "pytest":
-        tree = ast.parse(code)
-        names = [
-            n.name
-            for n in tree.body
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test")
-        ]
-        return list(dict.fromkeys(names))
-    stmts = check_statements(code)
-    names = [n for n, _ in stmts or [] if n]
-    return names or ["check"]
-
-
-# ----------------------------------------------------------------------------- wire
-_MAX_LINE = 4_000_000
-
-
-class _Wire:
-    """Line-oriented JSON over two private fds; fds 0/1 are detached from the protocol."""
-
-    def __init__(self, wfd: int | None = None) -> None:
-        if wfd is not None:  # a write-only wire on an fd of its own (pair results)
-            self.rfd, self.wfd = -1, wfd
-            self._buf = b""
-            return
-        self.rfd, self.wfd = os.dup(0), os.dup(1)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
-        os.dup2(2, 1)
-        self._buf = b""
-
-    def send(self, obj: Any) -> None:
-        data = (json.dumps(obj, allow_nan=False) + "\n").encode()
-        while data:
-            data = data[os.write(self.wfd, data) :]
-
-    def recv(self) -> Any:
-        while b"\n" not in self._buf:
-            if len(self._buf) > _MAX_LINE:
-                raise EOFError("line too long")
-            chunk = os.read(self.rfd, 1 << 16)
-            if not chunk:
-                raise EOFError("peer closed the pipe")
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
-
-
-def _describe(e: BaseException) -> list[str]:
-    try:
-        msg = str(e)[:500]
-    except BaseException:  # a hostile __str__
-        msg = "<unprintable>"
-    return [type(e).__name__, msg]
+from tasksieve.verifiers.families.python.guest.codec import decode, encode
+from tasksieve.verifiers.families.python.guest.planning import check_statements, plan
+from tasksieve.verifiers.families.python.guest.wire import Wire, describe
 
 
 # ----------------------------------------------------------------------------- candidate
 def serve_candidate() -> None:
     """Load solution.py, then answer calls until the parent closes stdin."""
-    wire = _Wire()
+    wire = Wire()
     mod = types.ModuleType("solution")
     sys.modules["solution"] = mod
     try:
@@ -206,7 +65,7 @@ def serve_candidate() -> None:
             src = fh.read()
         exec(compile(src, "solution.py", "exec"), mod.__dict__)
     except BaseException as e:
-        wire.send({"op": "loaded", "error": ": ".join(_describe(e))})
+        wire.send({"op": "loaded", "error": ": ".join(describe(e))})
         return
     wire.send({"op": "loaded", "error": None})
     while True:
@@ -222,11 +81,11 @@ def serve_candidate() -> None:
             kwargs = decode(req["kwargs"])
             reply: dict[str, Any] = {"ok": encode(fn(*args, **kwargs))}
         except BaseException as e:
-            reply = {"exc": _describe(e)}
+            reply = {"exc": describe(e)}
         try:
             wire.send(reply)
         except ValueError as e:  # e.g. a float that JSON cannot hold
-            wire.send({"exc": _describe(e)})
+            wire.send({"exc": describe(e)})
 
 
 # ----------------------------------------------------------------------------- tests
@@ -249,7 +108,7 @@ _GONE = {"crash": "candidate process gone or broke the protocol"}
 class _RelayLink:
     """Calls relayed by the parent (``tests`` mode)."""
 
-    def __init__(self, wire: _Wire) -> None:
+    def __init__(self, wire: Wire) -> None:
         self.wire = wire
 
     def call(self, req: dict[str, Any]) -> Any:
@@ -260,7 +119,7 @@ class _RelayLink:
 class _DirectLink:
     """Calls sent straight to the candidate (``pair-tests`` mode); a broken reply ends it."""
 
-    def __init__(self, wire: _Wire) -> None:
+    def __init__(self, wire: Wire) -> None:
         self.wire, self.alive, self.eof = wire, True, False
 
     def recv(self) -> Any:
@@ -340,8 +199,8 @@ def _solution_module(proxies: dict[str, _Proxy], trusted: dict[str, Any]) -> typ
 def run_pair_tests() -> None:
     """Pair mode: forward the candidate's load status, run the tests, report its exit."""
     cand_pid = int(sys.argv[2])
-    link = _DirectLink(_Wire())
-    out = _Wire(wfd=os.dup(3))
+    link = _DirectLink(Wire())
+    out = Wire(wfd=os.dup(3))
     os.close(3)
     loaded = link.recv()
     if type(loaded) is dict and loaded.get("op") == "loaded":
@@ -369,10 +228,10 @@ def run_pair_tests() -> None:
     out.send({"op": "done"})
 
 
-def run_tests(link: _RelayLink | _DirectLink | None = None, out: _Wire | None = None) -> None:
+def run_tests(link: _RelayLink | _DirectLink | None = None, out: Wire | None = None) -> None:
     """Run the tests in tests.json, reporting one result per planned test, then done."""
     if link is None:
-        link = _RelayLink(_Wire())
+        link = _RelayLink(Wire())
     wire = out or link.wire
     with open("tests.json", encoding="utf-8") as fh:
         cfg = json.load(fh)
@@ -387,7 +246,7 @@ def run_tests(link: _RelayLink | _DirectLink | None = None, out: _Wire | None = 
     g.update(proxies)
 
     def report(name: str, err: BaseException | None) -> None:
-        detail = "" if err is None else ": ".join(_describe(err))
+        detail = "" if err is None else ": ".join(describe(err))
         wire.send({"op": "result", "name": name, "passed": err is None, "detail": detail})
 
     def attempt(code: Any, ns: dict[str, Any]) -> BaseException | None:
@@ -431,7 +290,7 @@ def run_tests(link: _RelayLink | _DirectLink | None = None, out: _Wire | None = 
 
 
 def warm_main() -> None:
-    """Run the mode named by ``argv[1]``; the fork server calls this directly when warm."""
+    """Run the mode named by ``argv[1]``; the warm servers call this directly when warm."""
     {"candidate": serve_candidate, "tests": run_tests, "pair-tests": run_pair_tests}[sys.argv[1]]()
 
 

@@ -14,19 +14,21 @@ collected files; JSON), then ``c`` (cleanup report, JSON) and ``!`` (a bad line,
 line is skipped). The run's own stdio are pipes this server reads, so
 nothing a run prints can forge a frame.
 
-Processes: after the hello (trusted warm scripts compiled and run, modules imported) the
-server forks a *zygote* before it reads any request, so the zygote's heap never holds a
-request, a file or a run's output; the server itself turns non-dumpable (no ptrace, no
-``/proc/1/fd`` or ``/proc/1/mem`` for runs of the same uid). Per run the server hands the
-zygote the run's pipes and a private socket carrying the request; the zygote forks the job,
-which reads it, starts a new session, sets rlimits and ``oom_score_adj`` 1000, chdirs into
-its run dir and execs the command, or runs ``python3 -I -S script ...`` in the warm
-interpreter. After the job exits the server SIGSTOPs/SIGKILLs every other process of its uid
-(PID 1 and the zygote excepted; found by the real uid in ``/proc/N/status``, so turning
-non-dumpable hides nothing), drains the pipes, reads the ``collect`` files (regular, no
-links, capped) and sends ``x`` (exit status, stray count, files); then it empties the run dir
-and sends ``c`` listing what was left: files outside the run dir, IPC objects, or a dead or
-stopped zygote; the host recycles such containers. Input files are written root-owned by
+Processes: after the hello the server warms up with the shared warm-run runtime
+(``tasksieve.verifiers.sandbox.guest.warmrun``: trusted warm scripts compiled and run once,
+modules imported, heap frozen), then forks a *zygote* (``zygote``) before it reads any request,
+so the zygote's heap never holds a request, a file or a run's output; the server itself turns
+non-dumpable (no ptrace, no ``/proc/1/fd`` or ``/proc/1/mem`` for runs of the same uid). Per
+run the server hands the zygote the run's pipes and a private socket carrying the request; the
+zygote forks the job, which sets itself up (session, fds, ``oom_score_adj`` 1000, run dir,
+rlimits) and execs the command or runs ``python3 -I -S script ...`` warm: as a fresh
+``__main__``, or, for a registered script that defines ``warm_main``, that function in the
+script's warm namespace. After the job exits the server SIGSTOPs/SIGKILLs every other process
+of its uid (PID 1 and the zygote excepted; found by the real uid in ``/proc/N/status``, so
+turning non-dumpable hides nothing), drains the pipes, reads the ``collect`` files (regular,
+no links, capped) and sends ``x`` (exit status, stray count, files); then it empties the run
+dir and sends ``c`` listing what was left: files outside the run dir, IPC objects, or a dead
+or stopped zygote; the host recycles such containers. Input files are written root-owned by
 ``docker_writer``, not here.
 
 It does NOT guard against: a run signalling or renicing the zygote (the host recycles the
@@ -39,17 +41,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
-import gc
 import json
 import os
-import resource
 import select
 import signal
 import socket
 import struct
-import sys
-import types
 from typing import Any
 
 from tasksieve.verifiers.sandbox.docker.guest.cleanup import (
@@ -61,21 +58,11 @@ from tasksieve.verifiers.sandbox.docker.guest.cleanup import (
     reap,
     remove_owned,
 )
-from tasksieve.verifiers.sandbox.guest.pyrun import (
-    exec_command,
-    exit_code,
-    finish,
-    fresh_main,
-    script_of,
-    warm_eligible,
-)
+from tasksieve.verifiers.sandbox.docker.guest.zygote import CHUNK, dumpable, zygote
+from tasksieve.verifiers.sandbox.guest.warmrun import WarmScripts, run_warm, warm_up
 
 FRAME = struct.Struct(">cI")
-_REAL_EXE = os.path.realpath(sys.executable)
 MAX_LINE = 1 << 24
-_CHUNK = 65536
-_PR_SET_DUMPABLE = 4
-_RLIMITS = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_CORE")
 
 
 def send(kind: bytes, payload: bytes) -> None:
@@ -88,97 +75,6 @@ def send(kind: bytes, payload: bytes) -> None:
 def send_json(kind: bytes, obj: dict[str, Any]) -> None:
     """Write one JSON frame to the host."""
     send(kind, json.dumps(obj).encode())
-
-
-def _dumpable(on: bool) -> None:
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, int(on), 0, 0, 0)
-
-
-# --------------------------------------------------------------------------- the zygote
-def zygote(ctl: socket.socket) -> dict[str, Any]:
-    """Fork one job per message on ``ctl``; returns only inside a job that runs warm."""
-    null = os.open("/dev/null", os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
-    while True:
-        try:
-            _msg, fds, _flags, _addr = socket.recv_fds(ctl, 1, 4)
-        except InterruptedError:
-            continue
-        except OSError:
-            os._exit(0)
-        if not _msg:
-            os._exit(0)
-        if len(fds) != 4:
-            for f in fds:
-                os.close(f)
-            continue
-        try:
-            pid = os.fork()
-        except OSError:
-            pid = -1
-        if pid == 0:
-            ctl.detach()
-            return _become_job(fds)
-        for f in fds:
-            os.close(f)
-        ctl.sendall(b"P" + struct.pack(">i", pid))
-        st = (127 << 8) if pid < 0 else os.waitpid(pid, 0)[1]
-        ctl.sendall(b"S" + struct.pack(">i", st))
-
-
-def _become_job(fds: list[int]) -> dict[str, Any]:
-    """Turn this fork into the run's job; exec the command or return the request to run warm."""
-    stdin, stdout, stderr, reqfd = fds
-    try:
-        os.setsid()
-        raw = bytearray()
-        while chunk := os.read(reqfd, _CHUNK):
-            raw += chunk
-        req = json.loads(raw)
-        for i, f in enumerate((stdin, stdout, stderr)):
-            os.dup2(f, i)
-        os.closerange(3, 1 << 16)
-        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as fh:
-            fh.write("1000")
-        os.chdir(req["cwd"])
-        for name in _RLIMITS:
-            soft, hard = req["rlimits"][name]
-            resource.setrlimit(getattr(resource, name), (soft, hard))
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _dumpable(True)
-        os.environ.clear()
-        os.environ.update(req["env"])
-        argv = [str(a) for a in req["argv"]]
-        if warm_eligible(argv, _REAL_EXE):
-            return req
-        exec_command(argv, req["env"])
-    except OSError as e:
-        os.write(2, f"sandbox: cannot run the command: {e}\n".encode())
-        os._exit(127)
-    except BaseException as e:
-        os.write(2, f"sandbox: job setup failed: {e!r}\n".encode())
-        os._exit(126)
-    raise AssertionError("unreachable")
-
-
-def run_warm(req: dict[str, Any], warm: dict[str, types.CodeType]) -> None:
-    """Run ``python -I -S script|-c code ...`` in this interpreter as a fresh ``__main__``."""
-    source, filename, sys.argv = script_of([str(a) for a in req["argv"]])
-    main = fresh_main(filename)
-    rc = 0
-    try:
-        code = warm.get(source) or compile(source, filename, "exec", dont_inherit=True)
-        warm.clear()
-        exec(code, main.__dict__)
-    except SystemExit as e:
-        rc = exit_code(e)
-    except BaseException:
-        sys.excepthook(*sys.exc_info())
-        rc = 1
-    finish(rc)
 
 
 class Run:
@@ -254,7 +150,7 @@ class Server:
     # -------------------------------------------------------------- host requests
     def _read_host(self) -> None:
         try:
-            chunk = os.read(0, _CHUNK)
+            chunk = os.read(0, CHUNK)
         except BlockingIOError:
             return
         if not chunk:
@@ -318,7 +214,7 @@ class Server:
     # -------------------------------------------------------------- the job's pipes
     def _feed(self, run: Run) -> None:
         try:
-            n = os.write(run.stdin_fd, run.pending[:_CHUNK])
+            n = os.write(run.stdin_fd, run.pending[:CHUNK])
         except BlockingIOError:
             return
         except OSError:  # the job closed its stdin: drop what it will never read
@@ -336,7 +232,7 @@ class Server:
     def _forward(self, run: Run, fd: int) -> bool:
         """Move one chunk of ``fd`` to the host (at most ``cap + 1`` bytes per stream)."""
         try:
-            chunk = os.read(fd, _CHUNK)
+            chunk = os.read(fd, CHUNK)
         except BlockingIOError:
             return True
         except OSError:
@@ -432,26 +328,18 @@ class Server:
         return left
 
 
-def boot() -> tuple[dict[str, Any], dict[str, types.CodeType]]:
+def boot() -> tuple[dict[str, Any], WarmScripts]:
     """Read the hello, warm up, fork the zygote and serve; returns only in a warm job."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     line = bytearray()
     while not line.endswith(b"\n"):
-        chunk = os.read(0, _CHUNK)
+        chunk = os.read(0, CHUNK)
         if not chunk:
             os._exit(0)
         line += chunk
     hello = json.loads(line)
-    warm: dict[str, types.CodeType] = {}
-    for src in hello.get("warm", []):
-        warm[src] = compile(src, "harness.py", "exec", dont_inherit=True)
-        exec(warm[src], {"__name__": "__warm__", "__builtins__": __builtins__})
-    for mod in hello.get("preimport", []):
-        with contextlib.suppress(ImportError):
-            __import__(mod)
-    gc.collect()
-    gc.freeze()
-    _dumpable(False)
+    warm = warm_up(list(hello.get("warm", [])), list(hello.get("preimport", [])))
+    dumpable(False)
     zctl, theirs = socket.socketpair()
     zpid = os.fork()
     if zpid == 0:

@@ -12,10 +12,11 @@ pipe or -1, payload memfd) it forks:
   every orphan, reads the collect files back without following links once the job exited, and
   exits with the job's status (``128 + signal`` when it was killed);
 - ``job`` (pid 2): new session, rlimits, no supplementary groups, its own unprivileged uid,
-  no_new_privs, the seccomp filter, cleared environment; then either ``execve`` of the command
-  or, for ``[python, -I, -S, script|-c code, ...]``, the script run in this already warm
-  interpreter (a fresh ``__main__``; uncaught errors and ``SystemExit`` behave as in a fresh
-  interpreter because the code runs at the top level of this program).
+  no_new_privs, the seccomp filter; then the shared warm-run runtime
+  (``tasksieve.verifiers.sandbox.guest.warmrun``, inlined here) gives it its environment and
+  either ``execve``s the command or, for ``[python, -I, -S, script|-c code, ...]``, runs the
+  script in this already warm interpreter (a fresh ``__main__``, or a registered script's
+  ``warm_main()``; exit status and tracebacks as in a fresh interpreter).
 
 A ``p`` request (fds: results pipe, stderr pipe, status socket, payload memfd) is a pair
 run: its ``init`` forks the candidate job and then itself becomes the tests job (see
@@ -35,25 +36,22 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
-import gc
 import json
 import os
-import resource
 import select
 import signal
 import socket
 import struct
 import sys
-import types
 from typing import Any
 
-from tasksieve.verifiers.sandbox.guest.pyrun import (
-    exec_command,
-    exit_code,
-    finish,
-    fresh_main,
-    script_of,
-    warm_eligible,
+from tasksieve.verifiers.sandbox.guest.warmrun import (
+    WarmScripts,
+    hand_over,
+    job_failed,
+    run_warm,
+    set_rlimits,
+    warm_up,
 )
 from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _RLIMITS,
@@ -81,8 +79,6 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _write_inputs,
     reap_then_exit,
 )
-
-_REAL_EXE = os.path.realpath(sys.executable)
 
 
 # --------------------------------------------------------------------------- init (pid 1)
@@ -210,9 +206,7 @@ def _become_job(
             os.dup2(f, i)
         _keep_only({*range(len(fds)), *high[len(fds) :]})
         os.chdir(job.get("cwd", "/tmp"))
-        for name in _RLIMITS:
-            soft, hard = job["rlimits"][name]
-            resource.setrlimit(getattr(resource, name), (soft, hard))
+        set_rlimits(job["rlimits"], _RLIMITS)
         uid = int(job["uid"])
         os.setgroups([])
         os.setresgid(uid, uid, uid)
@@ -223,47 +217,9 @@ def _become_job(
         _ok(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
         if cfg.get("_prog"):
             _ok(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, cfg["_prog"], 0, 0), "seccomp")
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-        os.environ.clear()
-        os.environ.update(job["env"])
-        argv = list(job["argv"])
-        if warm_eligible(argv, _REAL_EXE):
-            return job
-        exec_command(argv, job["env"])
-    except OSError as e:
-        os.write(2, f"sandbox: cannot run {job['argv'][:1]!r}: {e}\n".encode())
-        os._exit(127)
+        return hand_over(job)
     except BaseException as e:
-        os.write(2, f"sandbox: job setup failed: {e!r}\n".encode())
-        os._exit(126)
-    raise AssertionError("unreachable")
-
-
-def run_warm(job: dict[str, Any], warm: dict[str, tuple[types.CodeType, dict[str, Any]]]) -> None:
-    """Run ``python -I -S script|-c code ...`` in this interpreter as a fresh ``__main__``.
-
-    A registered warm script that defines ``warm_main`` was already executed in the server;
-    its (copy-on-write) namespace is reused and only ``warm_main()`` runs, which saves
-    re-creating its functions and classes (~0.8 ms and ~230 page copies a run).
-    """
-    source, filename, sys.argv = script_of(list(job["argv"]))
-    code, ns = warm.get(source) or (compile(source, filename, "exec", dont_inherit=True), {})
-    entry = ns.get("warm_main")
-    main = fresh_main(filename)
-    warm.clear()
-    rc = 0
-    try:
-        if callable(entry):
-            entry()
-        else:
-            exec(code, main.__dict__)
-    except SystemExit as e:
-        rc = exit_code(e)
-    except BaseException:
-        sys.excepthook(*sys.exc_info())
-        rc = 1
-    finish(rc)
+        job_failed(e, list(job["argv"]))
 
 
 # --------------------------------------------------------------------------- the server
@@ -347,27 +303,17 @@ def _die_with(server: int) -> None:
         os._exit(1)
 
 
-def boot() -> tuple[dict[str, Any], dict[str, tuple[types.CodeType, dict[str, Any]]]]:
+def boot() -> tuple[dict[str, Any], WarmScripts]:
     """Read the config, warm the interpreter, serve; returns only in a warm job process."""
     cfd = int(sys.argv[1])
     cfg = json.loads(os.pread(cfd, os.fstat(cfd).st_size, 0))
     os.close(cfd)
-    warm: dict[str, tuple[types.CodeType, dict[str, Any]]] = {}
-    for src in cfg.get("warm_sources", []):
-        code = compile(src, "harness.py", "exec", dont_inherit=True)
-        ns = {"__name__": "__warm__", "__builtins__": __builtins__}
-        exec(code, ns)
-        warm[src] = (code, ns)
-    for mod in cfg.get("preimport", []):
-        with contextlib.suppress(ImportError):
-            __import__(mod)
     if cfg.get("seccomp"):
         bpf = bytes.fromhex(cfg["seccomp"])
         cfg["_buf"] = buf = ctypes.create_string_buffer(bpf, len(bpf))
         cfg["_prog"] = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(buf))
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    gc.collect()
-    gc.freeze()  # runs never scan (and so never copy-on-write) the warm heap
+    warm = warm_up(cfg.get("warm_sources", []), cfg.get("preimport", []))
     ctl = socket.socket(fileno=int(cfg["ctl_fd"]))
     job = serve(ctl, cfg)
     return job, warm
