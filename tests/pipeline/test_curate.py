@@ -14,18 +14,19 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasksieve.pipeline.cli import main
+from tests.curate_flags import FAST
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "tasks"
 REPLAY = ROOT / "examples" / "replay" / "completions.jsonl"
 
 
-def _curate(out: Path, *extra: str) -> int:
+def _curate(out: Path, *extra: str, source: Path = EXAMPLES) -> int:
     return main(
         [
             "curate",
             "--input",
-            str(EXAMPLES),
+            str(source),
             "--output",
             str(out),
             "--sampler",
@@ -172,7 +173,8 @@ def test_overwrite_replaces_cleanly(tmp_path: Path, run: Path) -> None:
     out = tmp_path / "out"
     shutil.copytree(run, out)
     (out / "stale.txt").write_text("from an older run")
-    assert _curate(out, "--overwrite") == 0
+    # the subject is the swap of outputs, not the stages: one family, detectors off
+    assert _curate(out, "--overwrite", *FAST, source=EXAMPLES / "code.jsonl") == 0
     assert not (out / "stale.txt").exists()
     assert (out / "manifest.json").exists()
     assert not list(tmp_path.glob(".out.*")), "no staging or old dirs left behind"
@@ -241,7 +243,9 @@ def test_missing_replay_file_is_a_clean_error(
 
 
 def test_beam_pipeline_options_pass_through(tmp_path: Path) -> None:
-    assert _curate(tmp_path / "o", "--direct_num_workers=1") == 0
+    out = tmp_path / "o"
+    assert _curate(out, "--direct_num_workers=1", *FAST, source=EXAMPLES / "code.jsonl") == 0
+    assert json.loads((out / "manifest.json").read_text())["counts"]["input"] > 0
 
 
 def test_run_writes_its_report_with_relative_paths_only(run: Path) -> None:
