@@ -5,7 +5,10 @@
 ``unshare-mount``: the same filesystem view as bwrap), ``auto`` (bwrap, else unshare), or
 ``none`` (rlimits only on the host's filesystem; only with ``allow_weak_isolation``, which
 warns). If no namespace method works the constructor refuses unless weak isolation was
-accepted; ``describe()`` reports the method actually used and ``weak``.
+accepted; ``describe()`` reports the method actually used and ``weak``. This module chooses
+the method and holds the runs; a cold run's command line and start are ``cold.py``'s, the
+system programs ``tools.py``'s, the fork server ``forkserver.py``'s. The interpreter must not
+live under ``/tmp`` (each run's scratch replaces it): a namespace method refuses it.
 
 With bubblewrap (the default) a run gets new pid/net/ipc/uts (and, unprivileged, user)
 namespaces, a read-only view of only the system dirs and the interpreter's own prefix, a
