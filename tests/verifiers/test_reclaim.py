@@ -154,7 +154,7 @@ def test_runs_die_with_a_killed_fork_server(victim):
             procs = [sb.spawn({}, command(sb, SPIN_WITH_CHILDREN, mark), SHORT)]
             pid = _server_pid(sb)
             if pid is None:
-                pytest.skip("no fork server here (it needs root)")
+                pytest.skip(f"no fork server here: {sb.warm_unavailable}")
             survivors(marker(), 0.5)
             tree = descendants(pid)
             target = pid if victim == "bwrap" else tree[1]  # bwrap -> its init -> the server
@@ -173,7 +173,7 @@ def test_pair_run_leaves_nothing():
         made.append(mark := marker())
         try:
             if not sb.capabilities.paired_runs:
-                pytest.skip("pair runs need the fork server")
+                pytest.skip(f"pair runs need the fork server: {sb.warm_unavailable}")
             for close_pair in (True, False):
                 pair = sb.spawn_pair(
                     ({}, command(sb, SPIN_WITH_CHILDREN, mark)),

@@ -81,3 +81,8 @@ def bind_args(python: str, system_dirs: tuple[str, ...]) -> list[str]:
                     args += ["--perms", "0755", "--dir", parent]
         args += ["--ro-bind", src, dst]
     return args
+
+
+def under(plan: list[tuple[str, str, str]], directory: str) -> list[str]:
+    """The targets of ``plan`` at or below ``directory`` (a mount there would hide them)."""
+    return [d for _, _, d in plan if d == directory or d.startswith(directory.rstrip("/") + "/")]

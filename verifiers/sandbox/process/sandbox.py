@@ -5,7 +5,10 @@
 ``unshare-mount``: the same filesystem view as bwrap), ``auto`` (bwrap, else unshare), or
 ``none`` (rlimits only on the host's filesystem; only with ``allow_weak_isolation``, which
 warns). If no namespace method works the constructor refuses unless weak isolation was
-accepted; ``describe()`` reports the method actually used and ``weak``.
+accepted; ``describe()`` reports the method actually used and ``weak``. This module chooses
+the method and holds the runs; a cold run's command line and start are ``cold.py``'s, the
+system programs ``tools.py``'s, the fork server ``forkserver.py``'s. The interpreter must not
+live under ``/tmp`` (each run's scratch replaces it): a namespace method refuses it.
 
 With bubblewrap (the default) a run gets new pid/net/ipc/uts (and, unprivileged, user)
 namespaces, a read-only view of only the system dirs and the interpreter's own prefix, a
@@ -31,11 +34,8 @@ process that leaves the process group survives the kill.
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -55,27 +55,17 @@ from tasksieve.verifiers.sandbox.process.binds import (
     bind_args,
     mount_plan,
     sandbox_site_paths,
+    under,
     venv_site_paths,
 )
-from tasksieve.verifiers.sandbox.process.bwrap import bwrap_argv
+from tasksieve.verifiers.sandbox.process.cold import ColdSetup, spawn_cold
 from tasksieve.verifiers.sandbox.process.forkserver import ForkServer, start_run
-from tasksieve.verifiers.sandbox.process.launchers import COLLECTOR, RLIMIT_LAUNCHER
 from tasksieve.verifiers.sandbox.process.pair import PairProcess, start_pair
-from tasksieve.verifiers.sandbox.process.reap import init_from_info
-from tasksieve.verifiers.sandbox.process.runs import (
-    PATH,
-    WORKDIR,
-    SandboxProcess,
-    supervise,
-    warm_job,
-)
+from tasksieve.verifiers.sandbox.process.runs import WORKDIR, SandboxProcess, supervise, warm_job
 from tasksieve.verifiers.sandbox.process.seccomp import build_filter
+from tasksieve.verifiers.sandbox.process.tools import HostTools
 from tasksieve.verifiers.sandbox.process.uids import UIDS
-from tasksieve.verifiers.sandbox.process.unshare import unshare_argv
-from tasksieve.verifiers.sandbox.support import (
-    check_name,
-    host_scratch,
-)
+from tasksieve.verifiers.sandbox.support import check_name
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _METHODS = {  # the isolation option -> the methods tried, in order
@@ -111,12 +101,7 @@ class ProcessSandbox(Sandbox):
         self.python = python or base_python()
         self.allow_weak_isolation = allow_weak_isolation
         self._root = os.geteuid() == 0
-        self._bwrap = shutil.which("bwrap")
-        self._unshare = shutil.which("unshare")
-        prlimit, setpriv = shutil.which("prlimit", path=PATH), shutil.which("setpriv", path=PATH)
-        self._prlimit = prlimit
-        self._setpriv = setpriv if self._root else None
-        self._pdeathsig = shutil.which("setpriv")  # unshare's parent-death signal
+        self.tools = HostTools.find(self._root)
         self._binds = bind_args(self.python, _SYSTEM_DIRS)
         self._plan = mount_plan(self.python, _SYSTEM_DIRS)
         self._seccomp = build_filter()
@@ -128,11 +113,13 @@ class ProcessSandbox(Sandbox):
             warnings.warn(WEAK_WARNING, RuntimeWarning, stacklevel=2)
             log.warning(WEAK_WARNING)
         self.warm_unavailable = "" if warm else "disabled"
-        if warm and self.method == "bwrap" and not self._root:
+        if warm and self.method != "bwrap":
+            self.warm_unavailable = "needs bubblewrap (the fork server runs in it)"
+        elif warm and not self._root:
             self.warm_unavailable = "needs root (per-run uids)"
-        elif warm and self.method == "bwrap":
-            assert self._bwrap
-            self._server = ForkServer(self._bwrap, self._binds, self.python, self._seccomp)
+        elif warm:
+            assert self.tools.bwrap
+            self._server = ForkServer(self.tools.bwrap, self._binds, self.python, self._seccomp)
             why = self._probe("bwrap")
             if why is not None:
                 self._server.close()
@@ -237,88 +224,10 @@ class ProcessSandbox(Sandbox):
         collect: tuple[str, ...],
         uid: int | None,
     ) -> SandboxProcess:
-        inner = self._inner(command, limits, uid)
-        keep: list[int] = []
-        scratch: str | None = None
-        collect_r: int | None = None
-        info_r: int | None = None
-        try:
-            if collect and self.method == "bwrap":
-                collect_r, collect_w = os.pipe()
-                keep.append(collect_w)
-                inner = [
-                    *self._limit_prefix(limits, uid),
-                    self.python,
-                    "-I",
-                    "-S",
-                    "-c",
-                    COLLECTOR,
-                    str(collect_w),
-                    json.dumps(list(collect)),
-                    str(limits.max_file_bytes),
-                    "--",
-                    *command,
-                ]
-            if self.method == "bwrap":
-                info_r, info_w = os.pipe()
-                keep.append(info_w)
-                assert self._bwrap
-                argv = bwrap_argv(
-                    (self._bwrap, self._root, self._binds, self._seccomp),
-                    (files, limits, inner),
-                    keep,
-                    info_w,
-                )
-                cwd = "/"
-            elif self.method == "unshare-mount":
-                if collect:
-                    collect_r, collect_w = os.pipe()
-                    keep.append(collect_w)
-                assert self._pdeathsig and self._unshare
-                argv = unshare_argv(
-                    (self._pdeathsig, self._unshare, self.python),
-                    self._plan,
-                    (files, command, limits),
-                    uid,
-                    self._seccomp,
-                    (collect, keep[-1] if collect else -1),
-                    keep,
-                )
-                cwd = "/"
-            else:
-                scratch = host_scratch(files, uid)
-                argv = inner
-                cwd = scratch
-            env = {
-                "PATH": PATH,
-                "HOME": WORKDIR if scratch is None else scratch,
-                "LANG": "C.UTF-8",
-                "TMPDIR": WORKDIR if scratch is None else scratch,
-            }
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
-                env=env,
-                pass_fds=tuple(keep),
-                start_new_session=True,
-                close_fds=True,
-            )
-        except BaseException:
-            for fd in [*keep, *(f for f in (collect_r, info_r) if f is not None)]:
-                os.close(fd)
-            if scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
-            raise
-        for fd in keep:
-            os.close(fd)
-        proc = SandboxProcess(popen, time.monotonic(), collect_r, scratch, self.method != "none")
-        proc.uid = uid
-        if info_r is not None:  # the init's pidfd, taken while bwrap is alive to vouch for it
-            proc.init_fd, proc.init_known = init_from_info(info_r, popen.pid, 30.0), True
-        return self._track(proc)
+        setup = ColdSetup(
+            self.method, self.tools, self.python, self._root, self._binds, self._plan, self._seccomp
+        )
+        return self._track(spawn_cold(setup, files, command, limits, collect, uid))
 
     def _spawn_warm(
         self,
@@ -367,39 +276,6 @@ class ProcessSandbox(Sandbox):
             limits.scratch_mb * 1024 * 1024,
         )
 
-    # ------------------------------------------------------------------ supervision
-    # ------------------------------------------------------------------ argv building
-    def _limit_prefix(self, limits: Limits, uid: int | None) -> list[str]:
-        mem = limits.memory_mb * 1024 * 1024
-        cpu = max(1, math.ceil(limits.cpu_s))
-        if self._prlimit and (uid is None or self._setpriv):
-            pre = [
-                self._prlimit,
-                f"--as={mem}",
-                f"--cpu={cpu}:{cpu + 1}",
-                f"--nproc={limits.max_processes}",
-                f"--fsize={limits.max_file_bytes}",
-                "--core=0",
-                "--",
-            ]
-            if uid is not None and self._setpriv:
-                pre += [self._setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-            return pre
-        cfg = {
-            "rl": {
-                "RLIMIT_AS": [mem, mem],
-                "RLIMIT_CPU": [cpu, cpu + 1],
-                "RLIMIT_NPROC": [limits.max_processes] * 2,
-                "RLIMIT_FSIZE": [limits.max_file_bytes] * 2,
-                "RLIMIT_CORE": [0, 0],
-            },
-            "uid": uid,
-        }
-        return [self.python, "-I", "-S", "-c", RLIMIT_LAUNCHER, json.dumps(cfg), "--"]
-
-    def _inner(self, command: list[str], limits: Limits, uid: int | None) -> list[str]:
-        return self._limit_prefix(limits, uid) + list(command)
-
     # ------------------------------------------------------------------ probing
     def _select(self, isolation: str) -> str:
         reasons: list[str] = []
@@ -418,10 +294,16 @@ class ProcessSandbox(Sandbox):
         )
 
     def _probe(self, method: str) -> str | None:
-        if method == "bwrap" and not self._bwrap:
+        if method == "bwrap" and not self.tools.bwrap:
             return "bwrap not installed"
-        if method == "unshare-mount" and not (self._unshare and self._pdeathsig):
+        if method == "unshare-mount" and not (self.tools.unshare and self.tools.pdeathsig):
             return "unshare or setpriv not installed"
+        hidden = under(self._plan, WORKDIR)
+        if method in _NAMESPACED and hidden:
+            return (
+                f"{hidden[0]} lies under {WORKDIR}, which every run replaces by its private "
+                "scratch: use an interpreter installed elsewhere (python=...)"
+            )
         self.method = method
         ex = self.run(
             {"probe.txt": "ok"},

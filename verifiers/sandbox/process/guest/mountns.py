@@ -6,10 +6,13 @@ uts namespaces (and, unprivileged, a user namespace mapping the caller to root):
 holding one JSON line (``ro``: [source, target] pairs bound read-only; ``links``: [target,
 path] symlinks; ``files``: [name, size]; ``scratch_bytes``, ``uid`` (None: unprivileged),
 ``rlimits``, ``env``, ``argv``, ``collect``, ``cap``, ``collect_fd``, ``seccomp`` hex) then
-the input files' bytes. Steps: a tmpfs becomes the new root holding only the read-only
-binds, a few device nodes, a fresh /proc and a size-limited tmpfs /tmp (also /dev/shm) with
-the input files bound read-only; ``pivot_root`` into it and detach the host's tree, so host
-files (the host's /tmp included) are out of reach; loopback up; the root is remounted
+the input files' bytes. Steps: every bind source (and device node) is pinned by an ``O_PATH``
+descriptor while the host's tree is still in view, so that no mount made later can hide it (a
+checkout or virtualenv under the host's /tmp, say); a tmpfs at ``NEW`` becomes the new root
+holding only the read-only binds, made from those descriptors, a few device nodes, a fresh
+/proc and a size-limited tmpfs /tmp (also /dev/shm) with the input files bound read-only;
+``pivot_root`` into it and detach the host's tree, so host files (the host's /tmp included)
+are out of reach; loopback up; the root is remounted
 read-only. The command then runs as a child with its own session, rlimits, an unprivileged
 uid (root: the per-run uid; unprivileged: uid 1000 of a nested user namespace, so no
 capabilities survive its execve), no_new_privs and the seccomp filter. This process reaps
@@ -28,6 +31,7 @@ import json
 import os
 import platform
 import resource
+import stat
 import struct
 import sys
 from typing import Any
@@ -40,6 +44,7 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     MS_NODEV,
     MS_NOEXEC,
     MS_NOSUID,
+    MS_PRIVATE,
     MS_RDONLY,
     MS_REC,
     MS_REMOUNT,
@@ -55,7 +60,9 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     reap_then_exit,
 )
 
-NEW = "/tmp"  # where the new root is built (a private tmpfs over the host's /tmp view)
+# Where the new root is built: a private tmpfs over this namespace's view of /tmp (the host's
+# /tmp is untouched). It may be an ancestor of a bind source: sources are pinned first.
+NEW = "/tmp"
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(platform.machine(), -1)
 _SYS_MOUNT_SETATTR = 442  # the same number on every architecture
@@ -79,24 +86,39 @@ def _make(path: str, directory: bool) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o444))
 
 
-def _bind_ro(src: str, dst: str) -> None:
-    _make(dst, os.path.isdir(src))
-    _mount(src, dst, None, MS_BIND | MS_REC)
-    _read_only(dst)
+def _pin(src: str) -> tuple[int, bool]:
+    """An ``O_PATH`` descriptor of ``src`` and whether it is a directory.
+
+    A bind made from ``/proc/self/fd/N`` reaches the pinned file even after a mount has
+    covered its path, so the order of the mounts never decides what a run can see.
+    """
+    fd = os.open(src, os.O_PATH | os.O_CLOEXEC)
+    return fd, stat.S_ISDIR(os.fstat(fd).st_mode)
+
+
+def _bind_pinned(pin: tuple[int, bool], dst: str, recursive: bool = True) -> None:
+    fd, directory = pin
+    try:
+        _make(dst, directory)
+        _mount(f"/proc/self/fd/{fd}", dst, None, MS_BIND | (MS_REC if recursive else 0))
+    finally:
+        os.close(fd)
 
 
 def build_root(cfg: dict[str, Any], body: bytes) -> None:
     """The new root at ``NEW``, entered with pivot_root; the host tree is detached."""
-    _mount("none", "/", None, MS_REC | 1 << 18)  # MS_PRIVATE: nothing propagates back
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)  # nothing propagates back to the host
+    binds = [(_pin(src), NEW + dst) for src, dst in cfg["ro"]]
+    devices = [(_pin(f"/dev/{dev}"), f"{NEW}/dev/{dev}") for dev in _DEVICES]
     _mount("tasksieve-root", NEW, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
-    for src, dst in cfg["ro"]:
-        _bind_ro(src, NEW + dst)
+    for pin, dst in binds:
+        _bind_pinned(pin, dst)
+        _read_only(dst)
     for target, path in cfg["links"]:
         _make(os.path.dirname(NEW + path), True)
         os.symlink(target, NEW + path)
-    for dev in _DEVICES:
-        _make(f"{NEW}/dev/{dev}", False)
-        _mount(f"/dev/{dev}", f"{NEW}/dev/{dev}", None, MS_BIND)
+    for pin, dst in devices:
+        _bind_pinned(pin, dst, recursive=False)
     for i, name in enumerate(("stdin", "stdout", "stderr")):
         os.symlink(f"/proc/self/fd/{i}", f"{NEW}/dev/{name}")
     os.symlink("/proc/self/fd", f"{NEW}/dev/fd")
