@@ -26,7 +26,7 @@ gates say so, else weak_tests if the tests are too weak (``gate.weak_tests``, or
 strong (a ``not_enough_evidence`` outcome is kept, so it counts as strong, and is listed).
 Prints both tables per set, then every miss and false alarm by task id.
 
-    python -m benchmarks.detector_quality [--set old|new|both] [--families code,sql] \
+    python -m benchmarks.detector_quality [--set old|new|both] [--families code,sql] [--match ID] \
         [--reference-runs 3] [--max-mutants 16] [--probes 24] [--json out.json]
 
 Baseline: none; precision and recall are ratios against the hand labels.
@@ -276,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", choices=["old", "new", "both"], default="both")
     ap.add_argument("--data", type=Path, help="another set in the same layout (replaces --set)")
     ap.add_argument("--families", default="", help="comma-separated (default: all)")
+    ap.add_argument("--match", default="", help="only tasks whose id contains this text")
     ap.add_argument("--reference-runs", type=int, default=GatesConfig().reference_runs)
     ap.add_argument("--max-mutants", type=int, default=StrengthConfig().max_mutants)
     ap.add_argument("--probes", type=int, default=StrengthConfig().probes)
@@ -298,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, root in chosen.items():
             every[name] = outcomes = []
             for it in load(root, families):
+                if args.match not in it.task.id:
+                    continue
                 o = evaluate(it, cache, gates, strength, ambiguity)
                 outcomes.append(o)
                 said = ",".join(d for d in DETECTORS if o.predicted[d]) or "-"

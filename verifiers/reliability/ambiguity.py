@@ -99,7 +99,8 @@ class AmbiguityReport:
 
     ``distinct``: passing solutions compared that differ from the reference's text (and each
     other's) beyond formatting; ``dropped``: candidate probes left out as outside the contract
-    (the reference's rejections are ``tried - valid``).
+    (the reference's rejections are ``tried - valid``); ``loose_valid``: valid probes
+    without a contract model (None: all of ``valid``), the base of ``threshold``.
     """
 
     tried: int
@@ -111,7 +112,7 @@ class AmbiguityReport:
     infra_error: str = ""
     distinct: int = 0
     dropped: int = 0
-    loose_valid: int = 0
+    loose_valid: int | None = None
 
     @property
     def share(self) -> float:
@@ -125,11 +126,8 @@ class AmbiguityReport:
         if any(d.contracted for d in self.disagreements):
             return "ambiguous"
         loose = [d for d in self.disagreements if not d.contracted]
-        if (
-            loose
-            and self.loose_valid >= cfg.min_valid
-            and len(loose) / self.loose_valid > cfg.threshold
-        ):
+        base = self.valid if self.loose_valid is None else self.loose_valid
+        if loose and base >= cfg.min_valid and len(loose) / base > cfg.threshold:
             return "ambiguous"
         if self.valid < cfg.min_valid or self.distinct < cfg.min_distinct:
             return "not_enough_evidence"
