@@ -115,6 +115,21 @@ def _chains(sentence: str, names: Sequence[str]) -> list[Precondition]:
     return out
 
 
+def _on(name: str, test: Callable[[Any], bool]) -> Check:
+    """A check of one named argument (holds when the call does not pass it)."""
+    return lambda d: name not in d or test(d[name])
+
+
+def _against(op: str, value: float) -> Callable[[Any], bool]:
+    """``x op value`` for a number ``x`` (anything else passes)."""
+    return lambda x: _compare(x, op, value)
+
+
+def _between(a: str, op: str, b: str) -> Check:
+    """A check comparing two named arguments."""
+    return lambda d: a not in d or b not in d or _compare(d[a], op, d[b])
+
+
 def _side(term: str, names: Sequence[str]) -> tuple[list[str], float | None]:
     got = [t.strip() for t in term.split(",")]
     if all(t in names for t in got):
@@ -131,16 +146,11 @@ def _pair(left: str, op: str, right: str, names: Sequence[str], text: str) -> li
     out: list[Precondition] = []
     for a in ln:
         if rv is not None:
-            out.append(Precondition(text, lambda d, a=a, v=rv: a not in d or _compare(d[a], op, v)))
-        for b in rn:
-            out.append(
-                Precondition(
-                    text, lambda d, a=a, b=b: a not in d or b not in d or _compare(d[a], op, d[b])
-                )
-            )
+            out.append(Precondition(text, _on(a, _against(op, rv))))
+        out += [Precondition(text, _between(a, op, b)) for b in rn]
     if lv is not None:
-        for b in rn:
-            out.append(Precondition(text, lambda d, b=b, v=lv: b not in d or _compare(v, op, d[b])))
+        flipped = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
+        out += [Precondition(text, _on(b, _against(flipped, lv))) for b in rn]
     return out
 
 
@@ -153,16 +163,13 @@ def _ranges(sentence: str, names: Sequence[str]) -> list[Precondition]:
             rf"(\d+)\s*(?:-|\u2013|\.\.|to|and)\s*(\d+)\b"
         )
         for m in re.finditer(pat, sentence):
-            lo, hi = float(m.group(1)), float(m.group(2))
-            out.append(
-                Precondition(
-                    m.group(0),
-                    lambda d, n=n, lo=lo, hi=hi: (
-                        n not in d or (_compare(d[n], ">=", lo) and _compare(d[n], "<=", hi))
-                    ),
-                )
-            )
+            out.append(Precondition(m.group(0), _on(n, _in_range(m.group(1), m.group(2)))))
     return out
+
+
+def _in_range(lo_text: str, hi_text: str) -> Callable[[Any], bool]:
+    lo, hi = float(lo_text), float(hi_text)
+    return lambda x: _compare(x, ">=", lo) and _compare(x, "<=", hi)
 
 
 def _each(v: Any, test: Callable[[Any], bool], kind: type | tuple[type, ...]) -> bool:
@@ -207,27 +214,20 @@ def _words(sentence: str, names: Sequence[str], sample: dict[str, Any]) -> list[
     out: list[Precondition] = []
 
     def add(text: str, test: Callable[[Any], bool], kind: type | tuple[type, ...]) -> None:
-        for t in targets:
-            out.append(Precondition(text, lambda d, t=t: t not in d or _each(d[t], test, kind)))
+        out.extend(Precondition(text, _on(t, lambda x: _each(x, test, kind))) for t in targets)
 
     seq = (str, list, tuple)
     if re.search(r"non-?empty|not empty", low):
-        out += [
-            Precondition("non-empty", lambda d, t=t: t not in d or _nonempty(d[t])) for t in targets
-        ]
+        out += [Precondition("non-empty", _on(t, _nonempty)) for t in targets]
     m = re.search(r"at least (\d+|one|two|three|four|five) (distinct )?", low)
     if m and not re.search(r"at least \w+ (?:of|times)", low):
         k = int(_WORDS.get(m.group(1), m.group(1)))
         size: Callable[[Any], int] = (lambda v: len(set(v))) if m.group(2) else len
-        out += [
-            Precondition(
-                m.group(0).strip(),
-                lambda d, t=t: (
-                    t not in d or not isinstance(d[t], list | tuple | str) or size(d[t]) >= k
-                ),
-            )
-            for t in targets
-        ]
+
+        def big(v: Any) -> bool:
+            return not isinstance(v, list | tuple | str) or size(v) >= k
+
+        out += [Precondition(m.group(0).strip(), _on(t, big)) for t in targets]
     if re.search(r"non-?negative", low):
         add("non-negative", lambda x: x >= 0, (int, float))
     elif re.search(r"(?<!non-)(?<!non)\bpositive (?:integer|number|int|whole|value)", low):
