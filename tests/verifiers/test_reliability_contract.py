@@ -71,10 +71,14 @@ def test_a_stated_precondition_admits_inside_and_rejects_outside(
         "Return 'positive', 'negative' or 'zero' for an integer n.",  # quoted output words
         "Return the string of binary digits of n.",  # a rule about strings, n is a number
         "Write f(n): n doubled.",
+        "Return the numbers 1 to n. For n < 1 return an empty list.",  # a case, not a rule
+        "Return n halved; if n < 0 raise ValueError.",
+        "Return 0 when n <= 0.",
     ],
 )
-def test_prose_that_states_nothing_about_the_input_restricts_nothing(prompt: str) -> None:
-    assert _holds(prompt, ["n"], n=-7)
+@pytest.mark.parametrize("n", [-7, 0, 5])
+def test_prose_that_states_nothing_about_the_input_restricts_nothing(prompt: str, n: int) -> None:
+    assert _holds(prompt, ["n"], n=n)
 
 
 def test_parameters_are_read_from_the_reference() -> None:

@@ -108,6 +108,8 @@ def _chains(sentence: str, names: Sequence[str]) -> list[Precondition]:
     term = rf"(?:{_NUM}|(?:{name})(?:\s*,\s*(?:{name}))*)"
     out: list[Precondition] = []
     for m in re.finditer(rf"(?<![\w.]){term}(?:\s*{_OP}\s*{term})+", sentence):
+        if _conditional(sentence[: m.start()], sentence[m.end() :]):
+            continue
         parts = re.split(rf"\s*({_OP})\s*", m.group(0))
         terms, ops = parts[0::2], parts[1::2]
         for left, op, right in zip(terms, ops, terms[1:], strict=False):
@@ -128,6 +130,21 @@ def _against(op: str, value: float) -> Callable[[Any], bool]:
 def _between(a: str, op: str, b: str) -> Check:
     """A check comparing two named arguments."""
     return lambda d: a not in d or b not in d or _compare(d[a], op, d[b])
+
+
+_CASE_WORDS = re.compile(r"\b(?:if|when|whenever|unless|otherwise|else)\s*$", re.I)
+_FOR_CASE = re.compile(r"\bfor\s*$", re.I)
+_THEN = re.compile(
+    r"^\s*,?\s*(?:return|returns|raise|raises|the (?:result|answer)|it is|give)", re.I
+)
+
+
+def _conditional(before: str, after: str) -> bool:
+    """Whether a comparison describes a case of the behaviour (``if n < 0``, ``For n < 1
+    return []``) rather than a precondition (``for 0 <= n <= 100``, ``where n >= 2``)."""
+    return bool(_CASE_WORDS.search(before)) or bool(
+        _FOR_CASE.search(before) and _THEN.search(after)
+    )
 
 
 def _side(term: str, names: Sequence[str]) -> tuple[list[str], float | None]:
