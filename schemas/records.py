@@ -175,6 +175,15 @@ class AmbiguityCheck(_Rec):
     probes_agreed: int
     solutions: int = Field(description="Passing samples compared (the reference's twins too).")
     duration_s: float = 0.0
+    outcome: str = Field(
+        default="unambiguous",
+        description="unambiguous, or not_enough_evidence: too few distinct passing samples "
+        "or valid inputs to test agreement (the task is kept either way).",
+    )
+    distinct: int = Field(default=0, description="Distinct passing samples besides the reference.")
+    probes_dropped: int = Field(
+        default=0, description="Candidate inputs left out as outside the task's contract."
+    )
 
 
 class Lineage(_Rec):

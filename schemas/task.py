@@ -6,6 +6,7 @@ solution and source metadata. The verifier spec is a discriminated union on ``fa
 
 from __future__ import annotations
 
+import ast
 import keyword
 from typing import Annotated, Any, Literal
 
@@ -39,6 +40,55 @@ class IOCase(_Strict):
 
     stdin: str = ""
     stdout: str
+
+
+_DOMAIN_MAX = 20_000  # characters of author code in an input_domain field
+
+
+def _defines(source: str, name: str, field: str) -> None:
+    """Fail unless ``source`` parses as Python and defines function ``name`` at its top level."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError) as e:
+        raise ValueError(f"input_domain.{field} is not valid Python: {e}") from None
+    found = any(
+        isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name for n in tree.body
+    )
+    if not found:
+        raise ValueError(f"input_domain.{field} must define a top-level function {name}(...)")
+
+
+class InputDomain(_Strict):
+    """The inputs a code task allows, stated by its author, as Python run in the sandbox.
+
+    ``predicate`` defines ``valid(...)``, called with a call's arguments (for style ``io``:
+    the stdin text) and returning True for an input inside the contract; anything else
+    (False, another value, an exception, a time-out) puts it outside. ``generator`` defines
+    ``generate(seed, count)`` returning a list of up to ``count`` argument lists (for style
+    ``io``: not used). Both only steer the reliability checks' extra inputs; neither judges a
+    solution.
+    """
+
+    predicate: str | None = Field(
+        default=None,
+        max_length=_DOMAIN_MAX,
+        description="Python source defining valid(*args) -> bool: True for an allowed input.",
+    )
+    generator: str | None = Field(
+        default=None,
+        max_length=_DOMAIN_MAX,
+        description="Python source defining generate(seed, count) -> list of argument lists.",
+    )
+
+    @model_validator(mode="after")
+    def _sources(self) -> InputDomain:
+        if not (self.predicate or "").strip() and not (self.generator or "").strip():
+            raise ValueError("input_domain needs a predicate, a generator or both (or drop it)")
+        if self.predicate is not None:
+            _defines(self.predicate, "valid", "predicate")
+        if self.generator is not None:
+            _defines(self.generator, "generate", "generator")
+        return self
 
 
 class CodeSpec(_Strict):
@@ -79,6 +129,11 @@ class CodeSpec(_Strict):
         'arguments as Python literal text (e.g. "[3, 1, 2], k=2"); in style io, a whole '
         "stdin text.",
     )
+    input_domain: InputDomain | None = Field(
+        default=None,
+        description="Optional: the inputs the task allows (a predicate and/or a generator, "
+        "Python run in the sandbox), so the reliability checks probe only inside them.",
+    )
     timeout_s: float = Field(default=10.0, gt=0, le=600)
     memory_mb: JsonInt = Field(default=512, ge=16, le=65536)
 
@@ -92,6 +147,8 @@ class CodeSpec(_Strict):
             raise ValueError("style 'asserts' needs a non-empty asserts list")
         if self.style == "io" and not self.io_cases:
             raise ValueError("style 'io' needs a non-empty io_cases list")
+        if self.style == "io" and self.input_domain and self.input_domain.generator:
+            raise ValueError("style 'io' takes only input_domain.predicate (on the stdin text)")
         if self.style == "io" and self.candidate_names:
             raise ValueError("style 'io' runs a program: drop candidate_names")
         bad = [n for n in self.candidate_names if not _plain_name(n)]

@@ -50,8 +50,10 @@ def add_reliability_flags(p: argparse.ArgumentParser) -> None:
         "--ambiguity-threshold",
         type=float,
         default=None,
-        help="reject as filter.ambiguous when passing samples disagree with the reference on "
-        f"more than this share of the valid extra inputs (default {d['threshold']})",
+        help="for families without a contract model: reject as filter.ambiguous when passing "
+        "samples disagree with the reference on more than this share of the valid extra inputs "
+        f"(default {d['threshold']}); for code tasks one disagreement on an input inside the "
+        "task's contract is enough",
     )
     p.add_argument(
         "--no-weak-tests", action="store_true", help="skip the test-strength (mutation) check"

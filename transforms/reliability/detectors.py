@@ -18,7 +18,13 @@ keeping or condemning it blind.
 Counters: ``strength.tasks``, ``strength.mutants``, ``strength.killed``, ``strength.survived``,
 ``strength.equivalent``, ``strength.undecided``, ``strength.unprobed``, ``strength.ms`` (wall
 milliseconds);
-``ambiguity.tasks``, ``ambiguity.probes``, ``ambiguity.disagreements``, ``ambiguity.ms``.
+``ambiguity.tasks``, ``ambiguity.probes``, ``ambiguity.disagreements``, ``ambiguity.dropped``
+(inputs outside the task's contract), ``ambiguity.not_enough_evidence`` (kept tasks whose
+agreement could not be tested: too few distinct passing samples or valid inputs),
+``ambiguity.ms``.
+The stage order decides the reason when both faults are present: TestStrength runs before
+sampling, so a task whose tests let mutants through is ``gate.weak_tests`` even if its
+samples would also disagree; ``filter.ambiguous`` is left for tasks with strong tests.
 """
 
 from __future__ import annotations
@@ -78,7 +84,7 @@ def strength_check(report: StrengthReport) -> StrengthCheck:
     )
 
 
-def ambiguity_check(report: AmbiguityReport) -> AmbiguityCheck:
+def ambiguity_check(report: AmbiguityReport, cfg: AmbiguityConfig) -> AmbiguityCheck:
     """The kept-task column for an ambiguity report."""
     return AmbiguityCheck(
         probes_tried=report.tried,
@@ -86,6 +92,9 @@ def ambiguity_check(report: AmbiguityReport) -> AmbiguityCheck:
         probes_agreed=report.agreed,
         solutions=report.solutions,
         duration_s=round(report.duration_s, 4),
+        outcome=report.outcome(cfg),
+        distinct=report.distinct,
+        probes_dropped=report.dropped,
     )
 
 
@@ -229,7 +238,10 @@ class AmbiguityFn(_SandboxFn):
         count("ambiguity.tasks")
         count("ambiguity.probes", report.tried)
         count("ambiguity.disagreements", len(report.disagreements))
+        count("ambiguity.dropped", report.dropped)
         count("ambiguity.ms", int(report.duration_s * 1000))
+        if report.outcome(self.cfg) == "not_enough_evidence":
+            count("ambiguity.not_enough_evidence")
         log.info("ambiguity %s: %s", task.id, report.summary())
         if report.infra_error:
             why = f"ambiguity check: observing the samples failed: {report.infra_error}"
@@ -239,7 +251,7 @@ class AmbiguityFn(_SandboxFn):
             why = ambiguity_evidence(report, self.cfg)
             yield rejected(self._reject(s, "filter.ambiguous", why))
             return
-        yield replace(s, ambiguity=ambiguity_check(report))
+        yield replace(s, ambiguity=ambiguity_check(report, self.cfg))
 
     def _reject(self, s: Scored, reason: str, detail: str) -> dict[str, Any]:
         return rejection(

@@ -60,12 +60,21 @@ class Probe:
     ``label`` is short and human-readable (``add(-1, 0)``, ``db copy 3: NULL amounts``);
     ``payload`` is JSON-serialisable and means something only to the family's ``observe``.
     ``origin`` is ``derived`` (made from the tests' own inputs), ``task`` (inputs the task
-    provides) or ``variation`` (the family's natural variation, e.g. a perturbed database).
+    provides), ``domain`` (made by the task's ``input_domain`` generator), ``convention`` (an
+    input that separates two common readings of the statement) or ``variation`` (the family's
+    natural variation, e.g. a perturbed database). ``why`` says why the input is inside the
+    task's contract; empty when the family has no contract model (``contracted`` False), and
+    the detectors then allow for probes outside it (``AmbiguityConfig.threshold``).
+    ``typical``: the input also fits the shape of the tests' own inputs (types, signs,
+    characters, emptiness), so a difference there is one the tests should have caught.
     """
 
     label: str
     payload: Any
     origin: str = "derived"
+    why: str = ""
+    contracted: bool = False
+    typical: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,22 @@ NOT_RUN = "not_run"
 """The value of an observation whose probe was not run (see ``Observation.observed``)."""
 
 
+@dataclass(frozen=True)
+class ProbeSet:
+    """Probes kept inside a task's contract, and how many candidates were dropped and why.
+
+    ``dropped`` maps a reason (``precondition``, ``input_domain``, ``test_envelope``,
+    ``reference_rejects``) to a count.
+    """
+
+    probes: tuple[Probe, ...]
+    dropped: tuple[tuple[str, int], ...] = ()
+
+    def dropped_total(self) -> int:
+        """All candidates dropped, whatever the reason."""
+        return sum(n for _, n in self.dropped)
+
+
 class ProbeInfraError(RuntimeError):
     """The sandbox or harness broke while observing: says nothing about the solutions."""
 
@@ -133,4 +158,21 @@ class Differ(Protocol):
     def agree(self, task: TaskRecord, a: Observation, b: Observation) -> bool:
         """Whether two observations count as the same answer for this task (e.g. SQL rows
         compared unordered with the spec's float tolerance)."""
+        ...
+
+
+class ScopedDiffer(Differ, Protocol):
+    """A differ that knows its task's input contract (see ``reliability.contract``)."""
+
+    def scoped_probes(
+        self, task: TaskRecord, limit: int, seed: int, sandbox: Sandbox, *, envelope: bool
+    ) -> ProbeSet:
+        """At most ``limit`` probes inside the task's contract, each with its ``why``.
+
+        The contract is the statement's stated preconditions and the task's ``input_domain``;
+        with ``envelope`` also the shape of the tests' own inputs for inputs mutated from them
+        (types, signs, character classes, emptiness). Convention probes are made only when the
+        statement touches the convention, and are held to the stated contract only.
+        Raises ``ProbeInfraError`` when the environment broke.
+        """
         ...

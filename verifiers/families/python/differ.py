@@ -28,8 +28,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from tasksieve.schemas import CodeSpec, TaskRecord
-from tasksieve.verifiers.families.probes import Mutant, Observation, Probe, ProbeInfraError
-from tasksieve.verifiers.families.python import probing
+from tasksieve.verifiers.families.probes import (
+    Mutant,
+    Observation,
+    Probe,
+    ProbeInfraError,
+    ProbeSet,
+)
+from tasksieve.verifiers.families.python import probing, scope
 from tasksieve.verifiers.families.python.guest import codec
 from tasksieve.verifiers.families.python.mutation import all_mutants, select
 from tasksieve.verifiers.families.python.verifier import AST_LOCK, HARNESS_SOURCE, normalise_output
@@ -74,6 +80,16 @@ class PythonDiffer:
                 out.append(_call_probe(entry, a, "task"))
         derived = probing.derive(tests + given, limit - len(out), seed, seen)
         return out + [_call_probe(entry, a, "derived") for a in derived]
+
+    def scoped_probes(
+        self, task: TaskRecord, limit: int, seed: int, sandbox: Sandbox, *, envelope: bool
+    ) -> ProbeSet:
+        """At most ``limit`` probes inside the task's contract (``scope``), each with its why."""
+        spec = _spec(task)
+        call = scope.sandbox_caller(spec, sandbox, _observe_calls)
+        if spec.style == "io":
+            return scope.scoped_io_probes(spec, self.probes(task, limit, seed), call)
+        return scope.scoped_call_probes(task, spec, limit, seed, call, envelope=envelope)
 
     def observe(
         self, task: TaskRecord, solutions: Sequence[str], probes: Sequence[Probe], sandbox: Sandbox
@@ -162,7 +178,7 @@ def _eq(a: Any, b: Any) -> bool:
 
 # ---------------------------------------------------------------------------- running
 def _observe_calls(
-    spec: CodeSpec, solution: str, probes: Sequence[Probe], sandbox: Sandbox
+    spec: CodeSpec, solution: str, probes: Sequence[Probe], sandbox: Sandbox, fn: str = ""
 ) -> list[Observation]:
     """Every probe answered by ``solution``'s candidate process (restarted after a failure)."""
     out: list[Observation] = []
@@ -171,7 +187,7 @@ def _observe_calls(
         if stalls >= _MAX_STALLS:  # it keeps hanging: leave the rest unobserved
             return out + [Observation.not_run()] * (len(probes) - len(out))
         batch = probes[len(out) :]
-        ex = _run_batch(spec, solution, batch, sandbox)
+        ex = _run_batch(spec, solution, batch, sandbox, fn)
         if ex.infra_error:
             raise ProbeInfraError(ex.infra_error)
         got, stop = _replies(ex, len(batch))
@@ -183,11 +199,12 @@ def _observe_calls(
 
 
 def _run_batch(
-    spec: CodeSpec, solution: str, batch: Sequence[Probe], sandbox: Sandbox
+    spec: CodeSpec, solution: str, batch: Sequence[Probe], sandbox: Sandbox, fn: str = ""
 ) -> Execution:
+    """One candidate run answering ``batch``, calling ``fn`` (default: the entry point)."""
     wall = min(spec.timeout_s, _START_S + _PER_PROBE_S * len(batch))
     limits = Limits(wall_s=wall, cpu_s=wall, memory_mb=spec.memory_mb, max_output_bytes=_MAX_OUTPUT)
-    fn = spec.entry_point or "candidate"
+    fn = fn or spec.entry_point or "candidate"
     lines = [json.dumps({"fn": fn, **p.payload}) for p in batch]
     return sandbox.run(
         {"harness.py": HARNESS_SOURCE, "solution.py": solution},
