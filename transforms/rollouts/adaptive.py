@@ -99,7 +99,7 @@ def remaining_after(p: Progress, asked: int, got: int, cfg: AdaptiveConfig) -> i
     return max(0, cfg.max_samples - p.drawn)
 
 
-class RoundVerifyFn(beam.DoFn):
+class RoundVerifyFn(VerifyFn):
     """Verify one round's samples of a task; emit it Scored, rejected, or to the next round.
 
     The verification itself is ``transforms.rollouts.rounds.VerifyFn``'s (same sandbox, retries,
@@ -116,20 +116,9 @@ class RoundVerifyFn(beam.DoFn):
         round_no: int,
         cache_dir: str | None = None,
     ) -> None:
-        self.verify = VerifyFn(sandbox, run_id, band, retry, cache_dir)
-        self.run_id = run_id
-        self.band = band
+        super().__init__(sandbox, run_id, band, retry, cache_dir)
         self.adaptive = adaptive
         self.round_no = round_no
-
-    def setup(self) -> None:
-        self.verify.setup()
-
-    def finish_bundle(self) -> None:
-        self.verify.finish_bundle()
-
-    def teardown(self) -> None:
-        self.verify.teardown()
 
     def process(self, element: tuple[Item, Progress, Samples]) -> Iterator[Any]:
         item, before, samples = element
@@ -140,12 +129,12 @@ class RoundVerifyFn(beam.DoFn):
             pass  # the sampler ran out after earlier rounds: score what there is
         else:
             whole = dataclasses.replace(samples, requested=progress.asked)
-            refused = self.verify.refuse(item, whole, n=progress.scored)
+            refused = self.refuse(item, whole, n=progress.scored)
             if refused is not None:
                 yield rejected(refused)
                 return
             first = progress.drawn
-            solutions, verdicts, rows = self.verify.verify_samples(item, samples, first)
+            solutions, verdicts, rows = self.verify_samples(item, samples, first)
             for row in rows:
                 yield beam.pvalue.TaggedOutput(ROLLOUTS, row)
             self._add(progress, samples, solutions, verdicts)
@@ -207,7 +196,7 @@ class RoundVerifyFn(beam.DoFn):
                     stage="verify",
                     reason="verify.infra_error",
                     detail=f"{p.lost} of {p.drawn} samples hit an infra error after "
-                    f"{self.verify.retry.attempts} attempts ({p.lost_detail}); {why}",
+                    f"{self.retry.attempts} attempts ({p.lost_detail}); {why}",
                     run_id=self.run_id,
                     item=item,
                     n=p.scored,

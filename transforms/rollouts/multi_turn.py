@@ -50,7 +50,7 @@ from tasksieve.transforms.runtime.common import REJECTED, count, rejected
 from tasksieve.transforms.runtime.deadletter import DEAD, Attempt, Guarded, merge_rejected
 from tasksieve.transforms.runtime.items import Item, rejection
 from tasksieve.transforms.samplers import SamplerConfig, Samples, extract_solution
-from tasksieve.verifiers import SandboxConfig, UnsupportedFamily
+from tasksieve.verifiers import SandboxConfig
 from tasksieve.verifiers.feedback import resolve_level
 from tasksieve.verifiers.retry import RetryPolicy
 
@@ -129,8 +129,7 @@ class TurnFn(VerifyFn):
         )
 
     def process(self, element: Any) -> Iterator[Any]:
-        assert self.verifiers is not None and self.pool is not None and self.res is not None
-        self.shared.count_once(self.res)  # what this worker's runs really got
+        self.count_sandbox()  # what this worker's runs really got
         if isinstance(element, Failed):  # turn 1's sampler failed the task
             yield self._reject(element.reason, element.detail, element.item, element.requested)
             return
@@ -156,12 +155,10 @@ class TurnFn(VerifyFn):
                 )
                 yield self._reject("rollouts.turn_missing", detail, item, state.requested)
                 return
-        try:
-            verifier = self.verifiers.get(item.task.family)
-        except UnsupportedFamily as exc:  # gates reject these first; kept for safety
-            yield self._reject(
-                "verifier.unsupported", str(exc), item, state.requested, stage="verify"
-            )
+        # gates reject these first; kept for safety
+        verifier = self.verifier_for(item, "verify", n=0, n_requested=state.requested)
+        if isinstance(verifier, dict):
+            yield rejected(verifier)
             return
         if item.reference_s:
             verifier.calibrate(item.task, item.reference_s)

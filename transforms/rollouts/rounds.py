@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import apache_beam as beam
@@ -42,7 +41,7 @@ from tasksieve.transforms.rollouts.guard import Isolating, failed_samples
 from tasksieve.transforms.runtime.common import count, rejected
 from tasksieve.transforms.runtime.deadletter import DEAD, Attempt, Guarded
 from tasksieve.transforms.runtime.items import Item, Scored, rejection
-from tasksieve.transforms.runtime.worker_sandbox import SharedSandbox, WorkerSandbox
+from tasksieve.transforms.runtime.worker_sandbox import SandboxDoFn
 from tasksieve.transforms.samplers import (
     SamplerConfig,
     SampleRequest,
@@ -50,8 +49,7 @@ from tasksieve.transforms.samplers import (
     extract_solution,
     make_model_handler,
 )
-from tasksieve.verifiers import Sandbox, SandboxConfig, UnsupportedFamily, Verifier
-from tasksieve.verifiers.registry import VerifierCache
+from tasksieve.verifiers import SandboxConfig, Verifier
 from tasksieve.verifiers.retry import RetryOutcome, RetryPolicy, verify_with_retry
 from tasksieve.verifiers.rewards import Reward, reward
 
@@ -199,7 +197,7 @@ def rollout_row(
     return row.model_dump()
 
 
-class VerifyFn(beam.DoFn):
+class VerifyFn(SandboxDoFn):
     """Verify every sample of a task in the sandbox; emit rollouts and the task's k of n."""
 
     def __init__(
@@ -210,35 +208,19 @@ class VerifyFn(beam.DoFn):
         retry: RetryPolicy | None = None,
         cache_dir: str | None = None,
     ) -> None:
-        self.sandbox_cfg = sandbox
-        self.run_id = run_id
+        super().__init__(sandbox, run_id)
         self.band = band or BandConfig()
         self.retry = retry or RetryPolicy()
-        self.shared = SharedSandbox(sandbox, run_id)  # one sandbox and pool per process
-        self.res: WorkerSandbox | None = None
         self.cache = VerdictCache(cache_dir, sandbox) if cache_dir else None
-        self.sandbox: Sandbox | None = None
-        self.verifiers: VerifierCache | None = None
-        self.pool: ThreadPoolExecutor | None = None
 
     def setup(self) -> None:
-        self.res = self.shared.acquire()
-        self.sandbox, self.verifiers, self.pool = (
-            self.res.sandbox,
-            self.res.verifiers,
-            self.res.pool,
-        )
+        super().setup()
         if self.cache is not None:
             self.cache.setup()
 
     def finish_bundle(self) -> None:
         if self.cache is not None:
             self.cache.flush()  # this bundle's verdicts, before the next can crash
-
-    def teardown(self) -> None:
-        if self.res is not None:
-            self.shared.release(self.res)
-            self.res = self.sandbox = self.verifiers = self.pool = None
 
     def refuse(self, item: Item, samples: Samples, n: int = 0) -> dict[str, Any] | None:
         """The rejection of a task whose samples cannot be verified (the sampler failed it,
@@ -265,18 +247,8 @@ class VerifyFn(beam.DoFn):
                 n=n,
                 n_requested=samples.requested,
             )
-        assert self.verifiers is not None
-        try:
-            self.verifiers.get(item.task.family)
-        except UnsupportedFamily as exc:  # gates reject these first; kept for safety
-            return rejection(
-                stage="verify",
-                reason="verifier.unsupported",
-                detail=str(exc),
-                run_id=self.run_id,
-                item=item,
-            )
-        return None
+        found = self.verifier_for(item, "verify")  # gates reject these first; kept for safety
+        return found if isinstance(found, dict) else None
 
     def verify_solutions(
         self, task: TaskRecord, verifier: Verifier, solutions: list[str]
@@ -288,7 +260,6 @@ class VerifyFn(beam.DoFn):
             def one(sol: str) -> RetryOutcome:
                 return verify_with_retry(lambda: verifier.verify(task, sol), self.retry)
 
-            assert self.pool is not None
             return list(self.pool.map(one, sols))
 
         return run(solutions) if self.cache is None else self.cache.verify(task, solutions, run)
@@ -298,9 +269,7 @@ class VerifyFn(beam.DoFn):
     ) -> tuple[list[str], list[Verdict], list[dict[str, Any]]]:
         """Verify every completion (with retries): the solutions, verdicts and rollout rows,
         rows numbered from sample index ``first``."""
-        assert self.verifiers is not None and self.pool is not None
-        assert self.res is not None
-        self.shared.count_once(self.res)  # what this worker's runs really got
+        self.count_sandbox()  # what this worker's runs really got
         task = item.task
         verifier = self.verifiers.get(task.family)
         if item.reference_s:
