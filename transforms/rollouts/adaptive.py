@@ -56,7 +56,7 @@ from tasksieve.transforms.algorithms.adaptive_stopping import (
 from tasksieve.transforms.algorithms.settle import band_settled
 from tasksieve.transforms.algorithms.stats import BandConfig
 from tasksieve.transforms.rollouts.rollout_round import RolloutRound, task_request
-from tasksieve.transforms.rollouts.rounds import ROLLOUTS, VerifyFn
+from tasksieve.transforms.rollouts.rounds import ROLLOUTS, VerifySamplesFn
 from tasksieve.transforms.runtime.common import REJECTED, count, rejected
 from tasksieve.transforms.runtime.deadletter import merge_rejected
 from tasksieve.transforms.runtime.items import Item, Scored, rejection
@@ -100,11 +100,11 @@ def remaining_after(p: Progress, asked: int, got: int, cfg: AdaptiveConfig) -> i
     return max(0, cfg.max_samples - p.drawn)
 
 
-class RoundVerifyFn(VerifyFn):
+class RoundVerifyFn(VerifySamplesFn):
     """Verify one round's samples of a task; emit it Scored, rejected, or to the next round.
 
-    The verification itself is ``transforms.rollouts.rounds.VerifyFn``'s (same sandbox, retries,
-    rollout rows); this DoFn keeps the task's running count between rounds.
+    The verification itself is ``transforms.rollouts.rounds.VerifySamplesFn``'s (same sandbox,
+    retries, rollout rows); this DoFn keeps the task's running count between rounds.
     """
 
     def __init__(

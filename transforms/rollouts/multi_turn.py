@@ -38,7 +38,7 @@ from tasksieve.transforms.rollouts.episode_state import (
     turn_requests,
 )
 from tasksieve.transforms.rollouts.rollout_round import RolloutRound, sample_request
-from tasksieve.transforms.rollouts.rounds import ROLLOUTS, Rollouts, VerifyFn, rollout_row
+from tasksieve.transforms.rollouts.rounds import ROLLOUTS, Rollouts, VerifySamplesFn, rollout_row
 from tasksieve.transforms.runtime.common import REJECTED, count, rejected
 from tasksieve.transforms.runtime.deadletter import Guarded, merge_rejected
 from tasksieve.transforms.runtime.items import Item, rejection
@@ -90,7 +90,7 @@ def first_turn(pair: tuple[Item, Samples], run_feedback: FeedbackLevel | None) -
     return state, answers
 
 
-class TurnFn(VerifyFn):
+class TurnFn(VerifySamplesFn):
     """Verify one turn of every open episode of a task; emit its rows; open or done."""
 
     def __init__(

@@ -17,7 +17,7 @@ Sampling goes through ``Sample`` (RunInference of the sampler behind the rollout
 ``transforms.rollouts.cache``, and the sampler guard, ``transforms.rollouts.guard``), so a
 sampler that raises fails only the tasks it raised on; a request, join or verify step that
 raises on a task rejects it as ``rollouts.error`` or ``verify.error``
-(``transforms.runtime.deadletter``). The verify step is the path's ``VerifyFn`` subclass
+(``transforms.runtime.deadletter``). The verify step is the path's ``VerifySamplesFn`` subclass
 (``transforms.rollouts.rounds``), one per-worker sandbox for all (``SandboxDoFn``).
 
 Outputs: ``ok`` (what verify emits, or the pairs when there is no verify step), the verify

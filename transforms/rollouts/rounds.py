@@ -144,8 +144,14 @@ def rollout_row(
     return row.model_dump()
 
 
-class VerifyFn(SandboxDoFn):
-    """Verify every sample of a task in the sandbox; emit rollouts and the task's k of n."""
+class VerifySamplesFn(SandboxDoFn):
+    """The verification every rollout path shares; its subclasses only ``process``.
+
+    ``refuse`` rejects what cannot be verified, ``verify_samples`` verifies completions on the
+    worker's shared pool with retries (cached verdicts from the rollout cache) and builds the
+    rollout rows. ``VerifyFn`` (one-shot), ``adaptive.RoundVerifyFn`` and
+    ``multi_turn.TurnFn`` differ only in what they do with the verdicts.
+    """
 
     def __init__(
         self,
@@ -237,6 +243,10 @@ class VerifyFn(SandboxDoFn):
             )
             rows.append(row)
         return solutions, verdicts, rows
+
+
+class VerifyFn(VerifySamplesFn):
+    """Verify every sample of a task in the sandbox; emit rollouts and the task's k of n."""
 
     def process(self, pair: tuple[Item, Samples]) -> Iterator[Any]:
         item, samples = pair
