@@ -203,7 +203,7 @@ with DAG(
     @task(task_id="resolve_config", retries=2, execution_timeout=timedelta(minutes=2))
     def resolve_config() -> dict[str, Any]:
         """Params, Variables and defaults merged into the run's settings."""
-        from tasksieve.pipeline.outputs.publish import RUNS
+        from tasksieve.pipeline.outputs.layout import RUNS
 
         ctx = get_current_context()
         params: Mapping[str, Any] = ctx["params"]
@@ -335,13 +335,14 @@ with DAG(
     )
     def publish(cfg: dict[str, Any], curated: dict[str, Any]) -> dict[str, Any]:
         """Point ``ROOT/current`` at this run (refused unless checks.json passed, when on)."""
+        from tasksieve.pipeline.outputs.layout import NotAnOutput
         from tasksieve.pipeline.outputs.publish import NotPublishable, point_current
 
         try:
             current = point_current(
                 Path(cfg["root"]), Path(curated["run_dir"]), require_checks=cfg["expectations"]
             )
-        except NotPublishable as exc:
+        except (NotAnOutput, NotPublishable) as exc:
             raise AirflowFailException(str(exc)) from exc
         log.info("published %s -> %s", current, curated["run_dir"])
         return {"current": str(current), "run_dir": curated["run_dir"]}

@@ -38,11 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.scale_corpus import make_corpus, write_corpus
-from benchmarks.scale_project import Assumptions, projection
+from benchmarks.scale_project import ORDER, Assumptions, entering, projection
 from benchmarks.timing import command_line, machine_line
 
-SANDBOX_STAGES = ("Gates", "TestStrength", "Rollouts", "Verify", "Ambiguity", "Filter")
-ORDER = ("Ingest", "Validate", "ExactDedup", "NearDedup", "Decontaminate", *SANDBOX_STAGES)
 REJECTED_AT = {
     "validate": "Validate",
     "exact_dedup": "ExactDedup",
@@ -117,16 +115,6 @@ def child_full(tasks: str, replay: str, out: str, samples: int) -> dict[str, Any
         "samples": samples,
         "wall_s": wall,
     }
-
-
-def entering(n_in: int, rejected_at: dict[str, int]) -> dict[str, int]:
-    """Records entering each stage of ``ORDER``, from the input count and rejections per stage."""
-    out, left = {}, n_in
-    for stage in ORDER:
-        out[stage] = left
-        if stage != "Rollouts":
-            left -= rejected_at.get(stage, 0)
-    return out
 
 
 def run_child(argv: list[str], saved: Path | None = None) -> dict[str, Any]:

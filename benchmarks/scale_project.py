@@ -15,6 +15,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SANDBOX = ("Gates", "TestStrength", "Rollouts", "Verify", "Ambiguity", "Filter")
+ORDER = ("Ingest", "Validate", "ExactDedup", "NearDedup", "Decontaminate", *SANDBOX)
+"""The curate stages in the order a record meets them."""
+
+
+def entering(n_in: int, rejected_at: dict[str, int]) -> dict[str, int]:
+    """Records entering each stage of ``ORDER``, from the input count and rejections per stage."""
+    out, left = {}, n_in
+    for stage in ORDER:
+        out[stage] = left
+        if stage != "Rollouts":
+            left -= rejected_at.get(stage, 0)
+    return out
 
 
 @dataclass(frozen=True)
@@ -86,8 +98,6 @@ def projection(
     host: dict[str, dict[str, Any]], size: int, full: dict[str, dict[str, Any]], a: Assumptions
 ) -> str:
     """The projection as Markdown: assumptions, per-record costs, workers, hours, drivers."""
-    from benchmarks.scale import entering
-
     beam, plain = host["beam"], host["plain"]
     per_stage = host_cpu_per_record(beam)
     host_s = sum(per_stage.values())

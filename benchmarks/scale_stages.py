@@ -34,9 +34,11 @@ from tasksieve.schemas.arrow import REJECTED_SCHEMA
 from tasksieve.schemas.validation import validate_record
 from tasksieve.transforms.algorithms.textsim import shingle_hashes_flat
 from tasksieve.transforms.decontam.stage import Decontaminate, build_index
-from tasksieve.transforms.dedup.exact import decide_group, prompt_key
-from tasksieve.transforms.dedup.near import ExactDedup, NearDedup
-from tasksieve.transforms.ingest.readers import SourceRecord, expand_inputs, iter_source_records
+from tasksieve.transforms.dedup.exact import ExactDedup, decide_group, prompt_key
+from tasksieve.transforms.dedup.near import NearDedup
+from tasksieve.transforms.ingest.files import expand_inputs
+from tasksieve.transforms.ingest.readers import iter_source_records
+from tasksieve.transforms.ingest.records import SourceRecord
 from tasksieve.transforms.ingest.stage import Ingest
 from tasksieve.transforms.ingest.validate import Validate
 from tasksieve.transforms.runtime.common import REJECTED

@@ -35,7 +35,7 @@ from tasksieve.pipeline.train import cli as train_cli  # noqa: E402
 # Subcommand -> "module:function" imported only when that subcommand runs.
 RUNNERS: dict[str, str] = {
     "validate": "tasksieve.pipeline.commands.validate:run",
-    "verify": "tasksieve.pipeline.commands.verify:run",
+    "verify": "tasksieve.pipeline.commands.verify_run:run",
     "decontaminate": "tasksieve.pipeline.commands.decontaminate:run",
     "benchmarks": "tasksieve.pipeline.commands.indexes:run",
     "dedup-index": "tasksieve.pipeline.commands.indexes:run",
@@ -46,25 +46,6 @@ RUNNERS: dict[str, str] = {
     "train": "tasksieve.pipeline.train.cli:run",
     "serve": "tasksieve.pipeline.commands.serve:run",
 }
-
-
-# Names that lived here before the curate command moved out, for code that imports them.
-_MOVED = {
-    "curate_config": ("tasksieve.pipeline.commands.curate", "curate_config"),
-    "check_sampler_args": ("tasksieve.pipeline.commands.curate", "check_sampler_args"),
-    "check_beam_args": ("tasksieve.pipeline.commands.curate", "check_beam_args"),
-    "run_curate": ("tasksieve.pipeline.commands.curate", "run_curate"),
-    "add_curate_parser": ("tasksieve.pipeline.flags.curate", "add_parser"),
-    "EPILOG": ("tasksieve.pipeline.flags.curate", "EPILOG"),
-}
-
-
-def __getattr__(name: str) -> object:
-    """Old names, imported on first use (importing them eagerly would load Beam)."""
-    if name in _MOVED:
-        module, attr = _MOVED[name]
-        return getattr(importlib.import_module(module), attr)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def package_version() -> str:

@@ -77,7 +77,8 @@ def summary(result: CheckResult) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``tasksieve check``."""
-    from tasksieve.pipeline.outputs.checks.run import NotAnOutput, check_output
+    from tasksieve.pipeline.outputs.checks.run import check_output
+    from tasksieve.pipeline.outputs.layout import NotAnOutput
 
     try:
         result = check_output(Path(args.out_dir))

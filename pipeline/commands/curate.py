@@ -140,7 +140,7 @@ def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from tasksieve.pipeline.curate.run import ConservationError, curate
     from tasksieve.pipeline.curate.summary import render_summary
     from tasksieve.pipeline.outputs.staging import OutputExists
-    from tasksieve.transforms.ingest.readers import InputError
+    from tasksieve.transforms.ingest.files import InputError
     from tasksieve.verifiers import SandboxUnavailable
 
     console = Console(stderr=True)

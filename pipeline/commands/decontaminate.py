@@ -136,7 +136,8 @@ def decontaminate_files(args: argparse.Namespace, cfg: DecontamConfig, out: Path
     import sys
 
     from tasksieve.transforms.decontam.stage import build_index
-    from tasksieve.transforms.ingest.readers import expand_inputs, iter_source_records
+    from tasksieve.transforms.ingest.files import expand_inputs
+    from tasksieve.transforms.ingest.readers import iter_source_records
 
     index = build_index(cfg)
     if args.explain:  # stdout is the JSON summary's under --format json
@@ -183,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of ``tasksieve decontaminate``."""
     import sys
 
-    from tasksieve.transforms.ingest.readers import InputError
+    from tasksieve.transforms.ingest.files import InputError
 
     out = Path(args.output)
     try:

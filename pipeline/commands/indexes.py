@@ -106,7 +106,8 @@ def run_index_add(args: argparse.Namespace) -> int:
     from tasksieve.transforms.algorithms.minhash import MinHasher
     from tasksieve.transforms.dedup.index_compact import maybe_compact
     from tasksieve.transforms.dedup.index_store import write_index_part
-    from tasksieve.transforms.ingest.readers import InputError, expand_inputs, iter_source_records
+    from tasksieve.transforms.ingest.files import InputError, expand_inputs
+    from tasksieve.transforms.ingest.readers import iter_source_records
 
     try:
         cfg = replace(dedup_config(args), index_path=args.index)

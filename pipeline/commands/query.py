@@ -213,6 +213,7 @@ def _run(args: argparse.Namespace) -> int:
     import duckdb
 
     from tasksieve.pipeline.outputs.catalog.views import CatalogError, connect, layout_of
+    from tasksieve.pipeline.outputs.layout import NotAnOutput
     from tasksieve.pipeline.outputs.remote import localize
 
     try:
@@ -229,7 +230,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{PROG}: the duckdb CLI is not installed; a simple shell", file=sys.stderr)
             return repl(connect(out_dir), sys.stdin, args.max_rows)
         con = connect(out_dir)
-    except CatalogError as e:
+    except (CatalogError, NotAnOutput) as e:
         raise QueryError(str(e)) from e
     if not sql.strip():
         raise QueryError(f"no SQL to run over {out_dir}: {_where(args)} is empty")

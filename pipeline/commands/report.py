@@ -35,14 +35,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Write the report; print its path, or one error line and exit 2."""
     out_dir = Path(args.out_dir)
-    if not out_dir.is_dir():
-        print(f"error: {out_dir} is not a directory", file=sys.stderr)
-        return EXIT_USAGE
-    from tasksieve.pipeline.outputs.report.page import NotARun, write_report
+    from tasksieve.pipeline.outputs.layout import NotAnOutput
+    from tasksieve.pipeline.outputs.report.page import write_report
 
     try:
         path = write_report(out_dir, Path(args.output) if args.output else None)
-    except NotARun as e:
+    except NotAnOutput as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:

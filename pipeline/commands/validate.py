@@ -136,7 +136,7 @@ def _check(paths: list[str], report: _Report, err: TextIO) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``validate`` for parsed arguments; return the exit status (0, 1 or 2)."""
-    from tasksieve.transforms.ingest.readers import InputError, expand_inputs
+    from tasksieve.transforms.ingest.files import InputError, expand_inputs
 
     out, err = sys.stdout, sys.stderr
     report = _Report(out, args.format, args.max_problems)

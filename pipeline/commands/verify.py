@@ -2,9 +2,9 @@
 
 One solution (``--solution FILE``) prints one verdict; a batch (``--solutions DIR|FILE``)
 verifies every solution through one warm sandbox and prints one verdict per line, in input
-order, plus a summary line on stderr. The top level imports the standard library only (the
-CLI builds its parser from here); the verifiers come in when the command runs
-(``tasksieve.pipeline.commands.verify_run``).
+order, plus a summary line on stderr. This module holds the flags and the exit codes and
+imports the standard library only (the CLI builds its parser from here); the command runs
+in ``tasksieve.pipeline.commands.verify_run``, which the CLI imports only then.
 """
 
 from __future__ import annotations
@@ -73,21 +73,3 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--format", choices=FORMATS, default="json", help="verdict format (default json)"
     )
-
-
-def __getattr__(name: str) -> object:
-    """``load_task`` and ``UsageError`` moved to ``pipeline.commands.verify_inputs``."""
-    if name in ("load_task", "UsageError"):
-        from tasksieve.pipeline.commands import verify_inputs
-
-        return getattr(verify_inputs, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Entry point of ``tasksieve verify``; returns one of the EXIT_* codes."""
-    from tasksieve.pipeline.commands import verify_run
-
-    if args.solutions is not None:
-        return verify_run.run_batch(args)
-    return verify_run.run_single(args)

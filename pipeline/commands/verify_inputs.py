@@ -15,7 +15,8 @@ from pathlib import Path
 
 from tasksieve.schemas import TaskRecord
 from tasksieve.schemas.validation import record_id, validate_record
-from tasksieve.transforms.ingest.readers import InputError, iter_source_records
+from tasksieve.transforms.ingest.files import InputError
+from tasksieve.transforms.ingest.readers import iter_source_records
 
 
 class UsageError(Exception):

@@ -33,7 +33,7 @@ from tasksieve.pipeline.commands.verify_inputs import (
     solution_text,
 )
 from tasksieve.schemas import Verdict
-from tasksieve.transforms.ingest.readers import InputError
+from tasksieve.transforms.ingest.files import InputError
 from tasksieve.verifiers import SandboxUnavailable, UnsupportedFamily, make_sandbox
 from tasksieve.verifiers.registry import VerifierCache
 
@@ -203,3 +203,10 @@ def run_batch(args: argparse.Namespace) -> int:
     if late:
         return _error(f"{late} input problem(s) appeared while verifying")
     return exit_code(counts)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``tasksieve verify``; returns one of the EXIT_* codes."""
+    if args.solutions is not None:
+        return run_batch(args)
+    return run_single(args)

@@ -6,7 +6,8 @@ import apache_beam as beam
 
 from tasksieve.pipeline.curate.config import CurateConfig
 from tasksieve.transforms.decontam.stage import Decontaminate
-from tasksieve.transforms.dedup.near import ExactDedup, NearDedup
+from tasksieve.transforms.dedup.exact import ExactDedup
+from tasksieve.transforms.dedup.near import NearDedup
 from tasksieve.transforms.filter import Filter
 from tasksieve.transforms.ingest.stage import Ingest
 from tasksieve.transforms.ingest.validate import Validate

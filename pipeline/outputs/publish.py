@@ -17,42 +17,32 @@ the old run after the swap (it sees a whole run, just an older one), two publish
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 from pathlib import Path
-from typing import Any
 
+from tasksieve.pipeline.outputs.layout import CURRENT, RUNS, RunLayout
 from tasksieve.pipeline.outputs.report.checks import load_checks
-
-CURRENT = "current"
-RUNS = "runs"
 
 
 class NotPublishable(ValueError):
-    """The run directory cannot be published (not a finished run, failed checks, bad root)."""
+    """The run cannot be published (failed or missing checks, not under the root's runs/).
 
-
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """The run's manifest.json, or NotPublishable when the run is not finished."""
-    path = run_dir / "manifest.json"
-    if not path.is_file():
-        raise NotPublishable(f"{run_dir}: no manifest.json (not a finished curate output)")
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
+    A directory that is no finished run at all raises the layout's ``NotAnOutput``."""
 
 
 def point_current(root: Path, run_dir: Path, *, require_checks: bool) -> Path:
     """Make ``root/current`` point at ``run_dir`` (which must lie in ``root/runs``).
 
     With ``require_checks`` the run must hold a ``checks.json`` whose ``success`` is true.
-    Returns the path of the ``current`` link.
+    Returns the path of the ``current`` link. Raises ``NotPublishable``, or ``NotAnOutput``
+    (``tasksieve.pipeline.outputs.layout``) when ``run_dir`` is not a finished run.
     """
     root = root.resolve()
     run_dir = run_dir.resolve()
     if run_dir.parent != root / RUNS:
         raise NotPublishable(f"{run_dir} is not a run directory under {root / RUNS}")
-    read_manifest(run_dir)
+    RunLayout.find(run_dir)  # a finished run: its manifest reads
     if require_checks:
         checks = load_checks(run_dir)
         if checks is None:

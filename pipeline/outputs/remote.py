@@ -19,24 +19,19 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tasksieve.pipeline.outputs.layout import MANIFEST, NotAnOutput
 from tasksieve.pipeline.outputs.staging import POINTER, published_run
 from tasksieve.transforms.runtime import fsio
 
 
-class NotARemoteRun(ValueError):
-    """The remote path holds neither a published pointer nor a run's manifest."""
-
-
 def remote_run_dir(output: str) -> str:
-    """The run directory to read for the remote ``output``."""
+    """The run directory to read for the remote ``output`` (``NotAnOutput`` if none)."""
     run = published_run(output)
     if run is not None:
         return run
-    if fsio.exists(fsio.join(output, "manifest.json")):
+    if fsio.exists(fsio.join(output, MANIFEST)):
         return output.rstrip("/")
-    raise NotARemoteRun(
-        f"{output}: no {POINTER} and no manifest.json (not a published tasksieve curate output)"
-    )
+    raise NotAnOutput(output, f"no {POINTER} (a published root) and no {MANIFEST} (a run)")
 
 
 def localize(path: str) -> Path:

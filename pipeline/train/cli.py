@@ -8,9 +8,6 @@ from __future__ import annotations
 import argparse
 
 from tasksieve.pipeline.flags.shared import positive_int
-from tasksieve.pipeline.train.exits import EXIT_INFRA, EXIT_OK, EXIT_USAGE
-
-__all__ = ["EXIT_INFRA", "EXIT_OK", "EXIT_USAGE", "add_parser", "run"]
 
 CURRICULA = ("none", "band")
 VLLM_MODES = ("colocate", "server")
@@ -145,7 +142,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Entry point of ``tasksieve train``; returns one of the EXIT_* codes."""
+    """Entry point of ``tasksieve train``; returns one of the EXIT_* codes
+    (``tasksieve.pipeline.train.exits``)."""
     from tasksieve.pipeline.train.run import run_train
 
     return run_train(args)

@@ -1,10 +1,11 @@
 """The training data: a curate run's kept tasks, read with ``datasets`` and made into prompts.
 
-``load_run`` checks the run (a finished curate output of this schema version) and returns
-its manifest; ``read_tasks`` reads ``tasks/**/*.parquet`` through the ``datasets`` Parquet
-loader and gives back each kept task whole (``CuratedTask.task_record``), with its measured
-pass rate and the reference's runtime; ``prompt_rows`` turns tasks into the rows GRPO sees,
-with the chat messages the curation samplers use (``tasksieve.transforms.samplers.prompts``).
+``load_run`` finds the run (``tasksieve.pipeline.outputs.layout``), checks it is a curate
+output of this schema version and returns it with its manifest; ``read_tasks`` reads
+``tasks/**/*.parquet`` through the ``datasets`` Parquet loader and gives back each kept task
+whole (``CuratedTask.task_record``), with its measured pass rate and the reference's runtime;
+``prompt_rows`` turns tasks into the rows GRPO sees, with the chat messages the curation
+samplers use (``tasksieve.transforms.samplers.prompts``).
 
 What this does NOT check: that the shards agree with the manifest's counts (``tasksieve
 check`` does), or that the tasks were not edited after the run (their lineage says which run
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tasksieve.pipeline.outputs.layout import RunLayout
 from tasksieve.schemas import FAMILIES, SCHEMA_VERSION, CodeSpec, CuratedTask, Manifest, TaskRecord
 from tasksieve.transforms.samplers.config import SampleRequest
 from tasksieve.transforms.samplers.prompts import render_messages
@@ -57,35 +59,21 @@ class TrainTask:
     reference_s: float | None  # the slowest reference run of the gates (None if unknown)
 
 
-def resolve_run(tasks: Path) -> Path:
-    """``tasks`` itself, or the run a publish root's ``current`` link names."""
-    if not (tasks / "manifest.json").exists() and (tasks / "current").is_symlink():
-        return (tasks / "current").resolve()
-    return tasks
+def load_run(tasks: Path) -> tuple[Path, Manifest]:
+    """The run to train on (``tasks``, or a publish root's current run) and its manifest.
 
-
-def load_run(run: Path) -> Manifest:
-    """The run's manifest, after checking the directory is a curate output of this version."""
-    if not run.is_dir():
-        raise TrainInputError(f"--tasks {run}: no such directory")
-    path = run / "manifest.json"
-    if not path.is_file():
-        raise TrainInputError(f"{run} has no manifest.json: not a finished tasksieve curate output")
-    try:
-        raw = json.loads(path.read_bytes())
-    except ValueError as e:
-        raise TrainInputError(f"{path} is not JSON: {e}") from None
-    version = raw.get("schema_version") if isinstance(raw, dict) else None
+    Raises the layout's ``NotAnOutput`` for a directory that is no curate output, and
+    ``TrainInputError`` for a run of another schema version (checked before the fields, so an
+    old run is named as such rather than by its first unknown field).
+    """
+    layout = RunLayout.find(tasks)
+    version = layout.raw.get("schema_version")
     if version != SCHEMA_VERSION:
         raise TrainInputError(
-            f"{path}: schema_version {version!r}, this tasksieve reads {SCHEMA_VERSION!r}; "
-            "re-run `tasksieve curate` with this version"
+            f"{layout.manifest_path}: schema_version {version!r}, this tasksieve reads "
+            f"{SCHEMA_VERSION!r}; re-run `tasksieve curate` with this version"
         )
-    try:
-        return Manifest.model_validate(raw)
-    except ValueError as e:
-        first = str(e).splitlines()[1:2] or [str(e)]
-        raise TrainInputError(f"{path} is not a tasksieve manifest: {first[0].strip()}") from None
+    return layout.run_dir, layout.manifest
 
 
 def check_families(families: Sequence[str] | None) -> list[str] | None:

@@ -31,7 +31,6 @@ from tasksieve.pipeline.train.data import (
     load_run,
     prompt_rows,
     read_tasks,
-    resolve_run,
 )
 from tasksieve.pipeline.train.exits import EXIT_INFRA, EXIT_OK, EXIT_USAGE
 from tasksieve.pipeline.train.rewards import RetryPolicy
@@ -81,8 +80,7 @@ def plan(args: argparse.Namespace) -> Plan:
     families = check_families(args.families)
     from tasksieve.pipeline.outputs.remote import localize
 
-    run = resolve_run(localize(args.tasks))  # a remote output is read from a local copy
-    manifest = load_run(run)
+    run, manifest = load_run(localize(args.tasks))  # a remote output: from a local copy
     tasks = read_tasks(run, families)
     output = Path(args.output)
     check_output(output, args.overwrite)

@@ -11,7 +11,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from benchmarks import scale
 from benchmarks.scale_corpus import SHARES, make_corpus, write_corpus
-from benchmarks.scale_project import Assumptions
+from benchmarks.scale_project import Assumptions, entering
 from benchmarks.scale_runner import TIMED_RUNNER, TimedRunner, stage_seconds
 
 
@@ -65,7 +65,7 @@ def test_timed_runner_times_each_top_level_transform() -> None:
 def test_entering_subtracts_earlier_rejections(
     rejected_at: dict[str, int], gates: int, verify: int
 ) -> None:
-    got = scale.entering(100, rejected_at)
+    got = entering(100, rejected_at)
     assert (got["Gates"], got["Verify"]) == (gates, verify)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,10 +27,10 @@ from tasksieve.pipeline.outputs.catalog.duck_types import FAMILY_SPECS, merged_f
 from tasksieve.pipeline.outputs.catalog.sql import MACROS, STAGES, VIEWS
 from tasksieve.pipeline.outputs.catalog.views import (
     CATALOG_FILE,
-    CatalogError,
     connect,
     write_catalog,
 )
+from tasksieve.pipeline.outputs.layout import NotAnOutput
 from tasksieve.schemas import FAMILIES, CodeSpec
 from tests.pipeline.catalog_runs import (
     ALL_REJECTED,
@@ -446,13 +447,13 @@ def test_root_of_runs_lists_every_run_and_shows_current(out: Path, tmp_path: Pat
 
 
 @pytest.mark.parametrize("make", ["missing", "empty", "parquet only"])
-def test_not_a_tasksieve_output_is_a_catalog_error(tmp_path: Path, make: str) -> None:
+def test_not_a_tasksieve_output_is_refused(tmp_path: Path, make: str) -> None:
     target = tmp_path / "x"
     if make != "missing":
         target.mkdir()
     if make == "parquet only":
         (target / "tasks").mkdir()
-    with pytest.raises(CatalogError, match=str(target)):
+    with pytest.raises(NotAnOutput, match=re.escape(f"{target}: not a tasksieve output")):
         connect(target)
 
 

@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tasksieve.pipeline.outputs.checks.run import CheckItem, NotAnOutput, check_output
+from tasksieve.pipeline.outputs.checks.run import CheckItem, check_output
+from tasksieve.pipeline.outputs.layout import NotAnOutput
 from tests.pipeline.gx_helpers import copy_run, curate, rewrite, set_values, shared_run
 
 pytestmark = pytest.mark.slow

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tasksieve.pipeline.outputs.layout import NotAnOutput
 from tasksieve.pipeline.outputs.publish import NotPublishable, point_current, published_run
 
 
@@ -63,7 +64,7 @@ def test_unchecked_run_is_published_when_checks_are_off(tmp_path: Path) -> None:
 def test_run_without_manifest_is_refused(tmp_path: Path) -> None:
     run = make_run(tmp_path, "r1")
     (run / "manifest.json").unlink()
-    with pytest.raises(NotPublishable, match=r"no manifest\.json"):
+    with pytest.raises(NotAnOutput, match=r"not a tasksieve output: no manifest\.json"):
         point_current(tmp_path, run, require_checks=False)
     assert not (tmp_path / "current").exists()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tasksieve.pipeline.cli import main
-from tasksieve.pipeline.train.cli import EXIT_USAGE
+from tasksieve.pipeline.train.exits import EXIT_USAGE
 from tasksieve.pipeline.train.run import LINEAGE_FILE
 
 

@@ -16,7 +16,7 @@ import tasksieve.transforms.dedup.exact
 import tasksieve.transforms.dedup.near
 from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.dedup.near import DedupConfig, NearDedup
-from tasksieve.transforms.ingest.readers import SourceRecord
+from tasksieve.transforms.ingest.records import SourceRecord
 from tasksieve.transforms.reasons import GUARDED, error_reason, is_known
 from tasksieve.transforms.rollouts.guard import Isolating, failed_samples
 from tasksieve.transforms.runtime.deadletter import (

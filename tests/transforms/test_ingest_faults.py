@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from tasksieve.transforms.ingest.readers import InputError, SourceRecord, expand_inputs
+from tasksieve.transforms.ingest.files import InputError, expand_inputs
+from tasksieve.transforms.ingest.records import SourceRecord
 from tasksieve.transforms.ingest.stage import read_counted
 from tasksieve.transforms.ingest.validate import ValidateFn
 from tasksieve.transforms.runtime import fsio

@@ -18,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tasksieve.pipeline.curate.counters import read_counters
 from tasksieve.schemas import TaskRecord
-from tasksieve.transforms.rollouts import rounds as rollouts
+from tasksieve.transforms.rollouts import rollout_round
 from tasksieve.transforms.rollouts.cache import store
 from tasksieve.transforms.rollouts.rounds import ROLLOUTS, Rollouts, Verify
 from tasksieve.transforms.runtime.items import Item
@@ -90,7 +90,7 @@ def replay(tmp_path: Path) -> Path:
 @pytest.fixture(autouse=True)
 def counting(monkeypatch: pytest.MonkeyPatch) -> None:
     CALLS.update(load=0, tasks=0)
-    monkeypatch.setattr(rollouts, "make_model_handler", CountingReplay)
+    monkeypatch.setattr(rollout_round, "make_model_handler", CountingReplay)
 
 
 def run(cfg: SamplerConfig, cache: str | None) -> tuple[dict[str, int], list[dict[str, Any]]]:
@@ -137,13 +137,13 @@ def test_a_rerun_after_a_crash_does_not_resample_what_was_stored(
     tmp_path: Path, replay: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cache = str(tmp_path / "cache")
-    monkeypatch.setattr(rollouts, "make_model_handler", Crashing)
+    monkeypatch.setattr(rollout_round, "make_model_handler", Crashing)
     # the sampler's crash no longer fails the run: its tasks are rejected as
     # rollouts.sampler_error (tasksieve.transforms.rollouts.guard) and nothing of theirs is stored
     crashed, _ = run(cfg_for(replay), cache)
     assert crashed["rollouts.sampler_errors"] == N - Crashing.crash_after
     assert len(store.load(cache, store.SAMPLES)[0]) == Crashing.crash_after * K
-    monkeypatch.setattr(rollouts, "make_model_handler", CountingReplay)
+    monkeypatch.setattr(rollout_round, "make_model_handler", CountingReplay)
     CALLS.update(load=0, tasks=0)
     counts, rows = run(cfg_for(replay), cache)
     assert CALLS["tasks"] == counts["cache.tasks_sampled"] == N - Crashing.crash_after

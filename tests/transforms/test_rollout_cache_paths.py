@@ -18,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from tasksieve.pipeline.curate.counters import read_counters
 from tasksieve.transforms.algorithms.adaptive_stopping import AdaptiveConfig
 from tasksieve.transforms.algorithms.stats import BandConfig
-from tasksieve.transforms.rollouts import rounds as rollouts
+from tasksieve.transforms.rollouts import rollout_round
 from tasksieve.transforms.rollouts.adaptive import AdaptiveRollouts
 from tasksieve.transforms.rollouts.episode_state import EpisodeConfig
 from tasksieve.transforms.rollouts.multi_turn import Episodes
@@ -57,7 +57,7 @@ def sampler(tmp_path: Path) -> SamplerConfig:
 @pytest.fixture(autouse=True)
 def counting(monkeypatch: pytest.MonkeyPatch) -> None:
     CALLS.update(load=0, tasks=0)
-    monkeypatch.setattr(rollouts, "make_model_handler", CountingReplay)
+    monkeypatch.setattr(rollout_round, "make_model_handler", CountingReplay)
 
 
 def run(stage: beam.PTransform, cache: str, fixed: bool = False) -> dict[str, int]:

@@ -370,7 +370,7 @@ def test_cache_root_respects_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 
 # ------------------------------------------------------------------ real model
 def test_sample_seed_is_stable_and_distinct() -> None:
-    from tasksieve.transforms.samplers.hf import sample_seed
+    from tasksieve.transforms.samplers.seeds import sample_seed
 
     assert sample_seed(0, "t", 0) == sample_seed(0, "t", 0)
     assert (

@@ -15,14 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasksieve.transforms.ingest import readers as sources
-from tasksieve.transforms.ingest.readers import (
-    InputError,
-    SourceRecord,
-    expand_inputs,
-    input_format,
-    iter_source_records,
-)
+from tasksieve.transforms.ingest import json_values
+from tasksieve.transforms.ingest.files import InputError, expand_inputs, input_format
+from tasksieve.transforms.ingest.readers import iter_source_records
+from tasksieve.transforms.ingest.records import SourceRecord
 
 
 def task(tid: str = "t1") -> dict[str, Any]:
@@ -184,7 +180,7 @@ def _pretty_array(n: int) -> tuple[str, list[int]]:
 def test_json_array_streams_elements_with_start_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
 ) -> None:
-    monkeypatch.setattr(sources, "_CHUNK", chunk)
+    monkeypatch.setattr(json_values, "_CHUNK", chunk)
     text, starts = _pretty_array(20)
     recs = records(write_bytes(tmp_path / "a.json", text.encode()))
     assert [r.data for r in recs] == json.loads(text)
@@ -196,7 +192,7 @@ def test_json_array_streams_elements_with_start_lines(
 def test_json_array_bad_element_is_reported_and_the_rest_is_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
 ) -> None:
-    monkeypatch.setattr(sources, "_CHUNK", chunk)
+    monkeypatch.setattr(json_values, "_CHUNK", chunk)
     body = '[\n  {"id": "a"},\n  {"id": "b" "x": [1, {"y": "],"}]},\n  {"id": "c"}\n]\n'
     recs = records(write_bytes(tmp_path / "a.json", body.encode()))
     assert [(r.line, r.data) for r in recs] == [(2, {"id": "a"}), (3, None), (4, {"id": "c"})]
@@ -207,7 +203,7 @@ def test_json_array_bad_element_is_reported_and_the_rest_is_read(
 def test_json_minified_array_error_column_survives_buffer_compaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sources, "_CHUNK", 8)
+    monkeypatch.setattr(json_values, "_CHUNK", 8)
     good = json.dumps({"id": "a"})
     body = "[" + ",".join([good] * 10) + ',{"id" 1}]'
     recs = records(write_bytes(tmp_path / "a.json", body.encode()))

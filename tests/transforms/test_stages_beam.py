@@ -12,9 +12,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.algorithms.stats import BandConfig
-from tasksieve.transforms.dedup.near import DedupConfig, ExactDedup, NearDedup
+from tasksieve.transforms.dedup.exact import ExactDedup
+from tasksieve.transforms.dedup.near import DedupConfig, NearDedup
 from tasksieve.transforms.filter import Filter
-from tasksieve.transforms.ingest.readers import SourceRecord
+from tasksieve.transforms.ingest.records import SourceRecord
 from tasksieve.transforms.ingest.validate import Validate
 from tasksieve.transforms.runtime.items import Item, Scored, rejection
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Iterator
@@ -15,9 +16,10 @@ from apache_beam.testing.util import assert_that
 from tasksieve.transforms.reliability.detectors import AmbiguityFn, TestStrengthFn
 from tasksieve.transforms.reliability.gates import GatesConfig, GatesFn
 from tasksieve.transforms.rollouts.rounds import VerifyFn
-from tasksieve.transforms.runtime.worker_sandbox import SharedSandbox, WorkerSandbox
+from tasksieve.transforms.runtime.worker_sandbox import SandboxDoFn, SharedSandbox, WorkerSandbox
 from tasksieve.verifiers import SandboxConfig
 from tasksieve.verifiers.reliability import AmbiguityConfig, StrengthConfig
+from tests.transforms.add_task import add_task, item_of
 
 CFG = SandboxConfig()
 
@@ -142,4 +144,42 @@ def test_the_curate_sandbox_stages_share_one_sandbox_and_pool() -> None:
     finally:
         for fn in copies:
             fn.teardown()
-    assert copies[2].pool is None
+    assert all(fn.res is None for fn in copies)
+
+
+@pytest.mark.parametrize("name", ["sandbox", "verifiers", "pool"])
+def test_a_sandbox_dofn_has_no_resources_outside_setup_and_teardown(name: str) -> None:
+    fn = SandboxDoFn(CFG, "run-h")
+    with pytest.raises(AttributeError, match="outside setup/teardown"):
+        getattr(fn, name)
+    fn.setup()
+    fn.teardown()
+    with pytest.raises(AttributeError, match="outside setup/teardown"):
+        getattr(fn, name)
+
+
+def test_a_sandbox_dofn_finds_the_verifier_of_the_family() -> None:
+    fn = SandboxDoFn(CFG, "run-i")
+    fn.setup()
+    try:
+        found = fn.verifier_for(item_of(add_task("def add(a, b):\n    return a + b\n")), "gates")
+        assert found is fn.verifiers.get("code")
+    finally:
+        fn.teardown()
+
+
+def test_a_sandbox_dofn_rejects_a_family_without_a_verifier() -> None:
+    item = item_of(add_task("def add(a, b):\n    return a + b\n"))
+    item = dataclasses.replace(item, task=item.task.model_copy(update={"family": "no-such"}))
+    fn = SandboxDoFn(CFG, "run-j")
+    fn.setup()
+    try:
+        row = fn.verifier_for(item, "verify", n=0, n_requested=4)
+    finally:
+        fn.teardown()
+    assert isinstance(row, dict)
+    assert (row["stage"], row["reason"], row["n_requested"]) == (
+        "verify",
+        "verifier.unsupported",
+        4,
+    )

@@ -179,7 +179,8 @@ def load_benchmark_file(
     path: str, name: str | None = None, id_field: str = "", text_field: str = "prompt"
 ) -> list[ContaminationItem]:
     """Read a JSONL/JSON/Parquet file or saved ``datasets`` dir; ids from ``id_field``."""
-    from tasksieve.transforms.ingest.readers import expand_inputs, iter_source_records
+    from tasksieve.transforms.ingest.files import expand_inputs
+    from tasksieve.transforms.ingest.readers import iter_source_records
 
     bench = name or fsio.basename(path.rstrip("/")).split(".")[0]
     items: list[ContaminationItem] = []

@@ -1,6 +1,7 @@
 """NearDedup: drop near-repeated prompts, keeping the earliest record of each cluster.
 
-ExactDedup lives in ``tasksieve.transforms.dedup.exact`` (re-exported here).
+ExactDedup lives in ``tasksieve.transforms.dedup.exact``; the connected components of step 4
+in ``tasksieve.transforms.dedup.components``.
 
 NearDedup is distributed; no step holds all documents on one worker:
   1. ``SignFn`` (batched): shingle hashes and MinHash signature per task. Against an index
@@ -50,7 +51,7 @@ from tasksieve.transforms.algorithms.minhash import (
     explain,
 )
 from tasksieve.transforms.algorithms.textsim import ShingleConfig, jaccard_hashes, shingle_hashes
-from tasksieve.transforms.dedup.exact import ExactDedup, prompt_key
+from tasksieve.transforms.dedup.components import Components
 from tasksieve.transforms.dedup.index_lookup import lookup_edges
 from tasksieve.transforms.dedup.index_store import (
     check_index,
@@ -61,8 +62,6 @@ from tasksieve.transforms.dedup.index_store import (
 from tasksieve.transforms.runtime.common import REJECTED, count, rejected
 from tasksieve.transforms.runtime.deadletter import DEAD, Attempt, Fault, Guarded, reject_records
 from tasksieve.transforms.runtime.items import Item, rejection
-
-__all__ = ["DedupConfig", "ExactDedup", "NearDedup", "prompt_key"]
 
 Key = tuple[int, str, int, str]  # (0 index / 1 candidate, source_file, source_line, id)
 
@@ -211,90 +210,6 @@ def confirm(
                 yield (other, kv[0], score) if other < kv[0] else (kv[0], other, score)
             else:
                 count("near_dedup.unconfirmed_pairs")
-
-
-def _send(kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[tuple[Key, Key]]:
-    label = min(kv[1]["label"])
-    yield (kv[0], label)
-    for nbrs in kv[1]["adj"]:
-        for n in nbrs:
-            yield (n, label)
-
-
-def _jump(kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[tuple[Key, Key]]:
-    mine = kv[1]["label"]
-    for member in kv[1]["members"]:
-        yield (member, min([kv[0], *mine]))
-
-
-def _residual(kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[tuple[Key, Key]]:
-    own = min(kv[1]["label"])
-    for other in set(kv[1]["msg"]):
-        if other != own:
-            count("near_dedup.residual_edges")
-            yield (own, other)
-
-
-def union_labels(pairs: list[tuple[Key, Key]]) -> dict[Key, Key]:
-    """Root (smallest key) of every label that appears in a residual edge."""
-    parent: dict[Key, Key] = {}
-
-    def find(x: Key) -> Key:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in pairs:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return {x: find(x) for x in list(parent)}
-
-
-class Components(beam.PTransform):
-    """(node, label) for every node of an undirected graph given as (a, b) edges."""
-
-    def __init__(self, rounds: int) -> None:
-        super().__init__()
-        self.rounds = rounds
-
-    def expand(self, edges: beam.PCollection) -> beam.PCollection:
-        adj = (
-            edges
-            | "BothWays" >> beam.FlatMap(lambda e: [(e[0], e[1]), (e[1], e[0])])
-            | "Adjacency" >> beam.GroupByKey()
-            | "Sorted" >> beam.MapTuple(lambda n, ms: (n, sorted(set(ms))))
-        )
-        labels = adj | "Init" >> beam.MapTuple(lambda n, ms: (n, min(n, ms[0])))
-        for r in range(self.rounds):
-            labels = (
-                {"adj": adj, "label": labels}
-                | f"Join{r}" >> beam.CoGroupByKey()
-                | f"Send{r}" >> beam.FlatMap(_send)
-                | f"Min{r}" >> beam.CombinePerKey(min)
-            )
-            labels = (
-                {"members": labels | f"ByLabel{r}" >> beam.KvSwap(), "label": labels}
-                | f"JumpJoin{r}" >> beam.CoGroupByKey()
-                | f"Jump{r}" >> beam.FlatMap(_jump)
-            )
-        msgs = (
-            {"adj": adj, "label": labels}
-            | "CheckJoin" >> beam.CoGroupByKey()
-            | "CheckSend" >> beam.FlatMap(_send)
-        )
-        residual = (
-            {"label": labels, "msg": msgs}
-            | "Residual" >> beam.CoGroupByKey()
-            | "Disagree" >> beam.FlatMap(_residual)
-            | "CollectResidual" >> beam.combiners.ToList()
-            | "UnionFind" >> beam.Map(union_labels)
-        )
-        return labels | "Finish" >> beam.Map(
-            lambda kv, roots: (kv[0], roots.get(kv[1], kv[1])), beam.pvalue.AsSingleton(residual)
-        )
 
 
 def _best(a: tuple[Key, float], b: tuple[Key, float]) -> tuple[Key, float]:

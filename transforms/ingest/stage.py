@@ -16,7 +16,9 @@ from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
 
-from tasksieve.transforms.ingest.readers import SourceRecord, expand_inputs, iter_source_records
+from tasksieve.transforms.ingest.files import expand_inputs
+from tasksieve.transforms.ingest.readers import iter_source_records
+from tasksieve.transforms.ingest.records import SourceRecord
 from tasksieve.transforms.runtime.common import count
 
 log = logging.getLogger("tasksieve")

@@ -8,7 +8,7 @@ from typing import Any
 import apache_beam as beam
 
 from tasksieve.schemas.validation import validate_record
-from tasksieve.transforms.ingest.readers import SourceRecord
+from tasksieve.transforms.ingest.records import SourceRecord
 from tasksieve.transforms.runtime.common import REJECTED, count, rejected
 from tasksieve.transforms.runtime.deadletter import Guarded
 from tasksieve.transforms.runtime.items import Item, canonical_json, rejection, sha256_text

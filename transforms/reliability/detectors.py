@@ -40,10 +40,10 @@ from tasksieve.schemas import AmbiguityCheck, StrengthCheck, SurvivingMutant
 from tasksieve.transforms.runtime.common import count, rejected
 from tasksieve.transforms.runtime.deadletter import Guarded
 from tasksieve.transforms.runtime.items import Item, Scored, rejection
-from tasksieve.transforms.runtime.worker_sandbox import SharedSandbox, WorkerSandbox
-from tasksieve.verifiers import Sandbox, SandboxConfig, UnsupportedFamily
+from tasksieve.transforms.runtime.worker_sandbox import SandboxDoFn
+from tasksieve.verifiers import SandboxConfig, UnsupportedFamily
 from tasksieve.verifiers.families.probes import Differ
-from tasksieve.verifiers.registry import VerifierCache, get_differ
+from tasksieve.verifiers.registry import get_differ
 from tasksieve.verifiers.reliability import (
     AmbiguityConfig,
     AmbiguityReport,
@@ -105,20 +105,11 @@ def _differ(family: str) -> Differ | None:
         return None
 
 
-class _SandboxFn(beam.DoFn):
-    """A DoFn using its worker process's shared sandbox and verifiers (``worker_sandbox``)."""
-
-    def __init__(self, sandbox: SandboxConfig, run_id: str) -> None:
-        self.sandbox_cfg = sandbox
-        self.run_id = run_id
-        self.shared = SharedSandbox(sandbox, run_id)
-        self.res: WorkerSandbox | None = None
-        self.sandbox: Sandbox | None = None
-        self.verifiers: VerifierCache | None = None
+class _DifferFn(SandboxDoFn):
+    """A sandbox DoFn that measures with the family's differ (``None``: pass unmeasured)."""
 
     def setup(self) -> None:
-        self.res = self.shared.acquire()
-        self.sandbox, self.verifiers = self.res.sandbox, self.res.verifiers
+        super().setup()
         # A remote sandbox verifies whole solutions in the service and runs nothing here.
         self.remote = self.sandbox.capabilities.whole_verifications
         if self.remote:
@@ -130,8 +121,7 @@ class _SandboxFn(beam.DoFn):
 
     def differ(self, family: str, stage: str) -> Differ | None:
         """The family's differ, or None (counted) when this stage cannot measure the task."""
-        if self.res is not None:
-            self.shared.count_once(self.res)  # what this worker's runs really got
+        self.count_sandbox()  # what this worker's runs really got
         if self.remote:
             count(f"{stage}.remote")
             return None
@@ -140,13 +130,8 @@ class _SandboxFn(beam.DoFn):
             count(f"{stage}.unsupported")
         return found
 
-    def teardown(self) -> None:
-        if self.res is not None:
-            self.shared.release(self.res)
-            self.res = self.sandbox = self.verifiers = None
 
-
-class TestStrengthFn(_SandboxFn):
+class TestStrengthFn(_DifferFn):
     """Measure each task's test strength; reject weak tests with the survivors as evidence."""
 
     __test__ = False  # not a pytest class
@@ -156,7 +141,6 @@ class TestStrengthFn(_SandboxFn):
         self.cfg = cfg
 
     def process(self, item: Item) -> Iterator[Any]:
-        assert self.verifiers is not None and self.sandbox is not None
         differ = self.differ(item.task.family, "strength")
         if differ is None:
             yield item
@@ -220,7 +204,7 @@ class TestStrength(beam.PTransform):
         return items | "Measure" >> Guarded(measure, "test_strength", self.run_id)
 
 
-class AmbiguityFn(_SandboxFn):
+class AmbiguityFn(_DifferFn):
     """Compare passing samples with the reference on extra inputs; reject ambiguous tasks."""
 
     def __init__(self, cfg: AmbiguityConfig, sandbox: SandboxConfig, run_id: str) -> None:
@@ -228,7 +212,6 @@ class AmbiguityFn(_SandboxFn):
         self.cfg = cfg
 
     def process(self, s: Scored) -> Iterator[Any]:
-        assert self.sandbox is not None
         task = s.item.task
         differ = self.differ(task.family, "ambiguity")
         if differ is None:

@@ -21,9 +21,8 @@ from tasksieve.schemas import CodeSpec, GateResult, TaskRecord
 from tasksieve.transforms.runtime.common import count, rejected
 from tasksieve.transforms.runtime.deadletter import Guarded
 from tasksieve.transforms.runtime.items import Item, rejection
-from tasksieve.transforms.runtime.worker_sandbox import SharedSandbox, WorkerSandbox
-from tasksieve.verifiers import Sandbox, SandboxConfig, UnsupportedFamily, Verifier
-from tasksieve.verifiers.registry import VerifierCache
+from tasksieve.transforms.runtime.worker_sandbox import SandboxDoFn
+from tasksieve.verifiers import SandboxConfig, Verifier
 from tasksieve.verifiers.retry import RetryOutcome, RetryPolicy, verify_with_retry
 
 log = logging.getLogger("tasksieve.gates")
@@ -126,42 +125,17 @@ def _runs_detail(runs: list[RetryOutcome]) -> str:
     return text
 
 
-class GatesFn(beam.DoFn):
+class GatesFn(SandboxDoFn):
     """Run the gates for each item; reject with the first failing gate's reason."""
 
     def __init__(self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str) -> None:
+        super().__init__(sandbox, run_id)
         self.cfg = cfg
-        self.sandbox_cfg = sandbox
-        self.run_id = run_id
-        self.shared = SharedSandbox(sandbox, run_id)  # one sandbox per worker process
-        self.res: WorkerSandbox | None = None
-        self.sandbox: Sandbox | None = None
-        self.verifiers: VerifierCache | None = None
-
-    def setup(self) -> None:
-        self.res = self.shared.acquire()
-        self.sandbox, self.verifiers = self.res.sandbox, self.res.verifiers
-
-    def teardown(self) -> None:
-        if self.res is not None:
-            self.shared.release(self.res)
-            self.res = self.sandbox = self.verifiers = None
 
     def process(self, item: Item) -> Iterator[Any]:
-        assert self.verifiers is not None and self.res is not None
-        self.shared.count_once(self.res)  # what this worker's runs really got
-        try:
-            verifier = self.verifiers.get(item.task.family)
-        except UnsupportedFamily as exc:
-            yield rejected(
-                rejection(
-                    stage="gates",
-                    reason="verifier.unsupported",
-                    detail=str(exc),
-                    run_id=self.run_id,
-                    item=item,
-                )
-            )
+        verifier = self.verifier_for(item, "gates")
+        if isinstance(verifier, dict):
+            yield rejected(verifier)
             return
         results, reason = run_gates(item, verifier, self.cfg)
         log.info("gates %s: %s", item.id, reason or "passed")

@@ -21,9 +21,9 @@ what it got, as a fixed-K run would, and counted in ``rollouts.short_samples`` a
 errors leave n as in ``transforms.rollouts.rounds``: the task may still settle on the others, and at
 the end ``transforms.algorithms.settle.band_settled`` decides whether it is scored or rejected as
 ``verify.infra_error``. A sampler error in any round rejects the task
-(``rollouts.sampler_error``), as it would in a fixed-K run: each round samples through
-``transforms.rollouts.rounds.Sample`` (the sampler guard and the rollout cache). A round step that
-raises on a task rejects it as ``rollouts.error`` or ``verify.error``
+(``rollouts.sampler_error``), as it would in a fixed-K run: each round is a
+``transforms.rollouts.rollout_round.RolloutRound`` (the sampler guard and the rollout cache).
+A round step that raises on a task rejects it as ``rollouts.error`` or ``verify.error``
 (``transforms.runtime.deadletter``). With a cache directory, sample i has the same cache key
 whichever
 round (or fixed-K run) drew it, so a re-run with another band or round size reuses it.
@@ -39,8 +39,9 @@ and with a cache directory each round stage loads the cached samples once per wo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,12 +55,12 @@ from tasksieve.transforms.algorithms.adaptive_stopping import (
 )
 from tasksieve.transforms.algorithms.settle import band_settled
 from tasksieve.transforms.algorithms.stats import BandConfig
-from tasksieve.transforms.rollouts.guard import failed_samples
-from tasksieve.transforms.rollouts.rounds import ROLLOUTS, Sample, VerifyFn, sample_request
+from tasksieve.transforms.rollouts.rollout_round import RolloutRound, task_request
+from tasksieve.transforms.rollouts.rounds import ROLLOUTS, VerifySamplesFn
 from tasksieve.transforms.runtime.common import REJECTED, count, rejected
-from tasksieve.transforms.runtime.deadletter import DEAD, Attempt, Guarded, merge_rejected
+from tasksieve.transforms.runtime.deadletter import merge_rejected
 from tasksieve.transforms.runtime.items import Item, Scored, rejection
-from tasksieve.transforms.samplers import SamplerConfig, Samples
+from tasksieve.transforms.samplers import SamplerConfig, SampleRequest, Samples
 from tasksieve.verifiers import SandboxConfig
 from tasksieve.verifiers.retry import RetryPolicy
 
@@ -99,11 +100,11 @@ def remaining_after(p: Progress, asked: int, got: int, cfg: AdaptiveConfig) -> i
     return max(0, cfg.max_samples - p.drawn)
 
 
-class RoundVerifyFn(beam.DoFn):
+class RoundVerifyFn(VerifySamplesFn):
     """Verify one round's samples of a task; emit it Scored, rejected, or to the next round.
 
-    The verification itself is ``transforms.rollouts.rounds.VerifyFn``'s (same sandbox, retries,
-    rollout rows); this DoFn keeps the task's running count between rounds.
+    The verification itself is ``transforms.rollouts.rounds.VerifySamplesFn``'s (same sandbox,
+    retries, rollout rows); this DoFn keeps the task's running count between rounds.
     """
 
     def __init__(
@@ -116,20 +117,9 @@ class RoundVerifyFn(beam.DoFn):
         round_no: int,
         cache_dir: str | None = None,
     ) -> None:
-        self.verify = VerifyFn(sandbox, run_id, band, retry, cache_dir)
-        self.run_id = run_id
-        self.band = band
+        super().__init__(sandbox, run_id, band, retry, cache_dir)
         self.adaptive = adaptive
         self.round_no = round_no
-
-    def setup(self) -> None:
-        self.verify.setup()
-
-    def finish_bundle(self) -> None:
-        self.verify.finish_bundle()
-
-    def teardown(self) -> None:
-        self.verify.teardown()
 
     def process(self, element: tuple[Item, Progress, Samples]) -> Iterator[Any]:
         item, before, samples = element
@@ -140,12 +130,12 @@ class RoundVerifyFn(beam.DoFn):
             pass  # the sampler ran out after earlier rounds: score what there is
         else:
             whole = dataclasses.replace(samples, requested=progress.asked)
-            refused = self.verify.refuse(item, whole, n=progress.scored)
+            refused = self.refuse(item, whole, n=progress.scored)
             if refused is not None:
                 yield rejected(refused)
                 return
             first = progress.drawn
-            solutions, verdicts, rows = self.verify.verify_samples(item, samples, first)
+            solutions, verdicts, rows = self.verify_samples(item, samples, first)
             for row in rows:
                 yield beam.pvalue.TaggedOutput(ROLLOUTS, row)
             self._add(progress, samples, solutions, verdicts)
@@ -207,7 +197,7 @@ class RoundVerifyFn(beam.DoFn):
                     stage="verify",
                     reason="verify.infra_error",
                     detail=f"{p.lost} of {p.drawn} samples hit an infra error after "
-                    f"{self.verify.retry.attempts} attempts ({p.lost_detail}); {why}",
+                    f"{self.retry.attempts} attempts ({p.lost_detail}); {why}",
                     run_id=self.run_id,
                     item=item,
                     n=p.scored,
@@ -229,12 +219,18 @@ class RoundVerifyFn(beam.DoFn):
         yield Scored(item, p.scored, p.k, p.model_id, p.asked, p.passing)
 
 
-def _join(kv: tuple[str, dict[str, Iterable[Any]]], asked: int) -> tuple[Item, Progress, Samples]:
-    groups = kv[1]
-    ((item, progress),) = list(groups["task"])
-    got = list(groups["samples"])
-    samples = got[0] if got else Samples(item.id, [], "", "none", asked)
+def _join(pending: tuple[Item, Progress], answers: list[Samples], asked: int) -> Any:
+    item, progress = pending
+    samples = answers[0] if answers else Samples(item.id, [], "", "none", asked)
     return item, progress, samples
+
+
+def _request(pending: tuple[Item, Progress]) -> list[tuple[str, SampleRequest]]:
+    return task_request(pending[0])
+
+
+def _task_id(pending: tuple[Item, Progress]) -> str:
+    return pending[0].id
 
 
 class AdaptiveRollouts(beam.PTransform):
@@ -270,31 +266,27 @@ class AdaptiveRollouts(beam.PTransform):
         pending = items | "Start" >> beam.Map(lambda it: (it, Progress()))
         scored, rollouts, rejects = [], [], []
         for r, (first, count_) in enumerate(schedule(self.adaptive), start=1):
-            cfg = round_config(self.sampler, first, count_)
-            requests = pending | f"Round{r}/Request" >> Attempt(
-                beam.Map(lambda ip: (ip[0].id, sample_request(ip[0]))), "rollouts"
-            )
-            sampled = requests["ok"] | f"Round{r}/Sample" >> Sample(cfg, self.cache_dir)
-            samples = (
-                sampled["ok"],
-                sampled["failed"],
-                requests[DEAD] | f"Round{r}/RequestFailed" >> beam.FlatMap(failed_samples, cfg),
-            ) | f"Round{r}/AllSamples" >> beam.Flatten()
-            keyed = pending | f"Round{r}/Key" >> beam.Map(lambda ip: (ip[0].id, ip))
-            fn = RoundVerifyFn(
-                self.sandbox, self.run_id, self.band, self.retry, self.adaptive, r, self.cache_dir
-            )
-            paired = (
-                {"task": keyed, "samples": samples}
-                | f"Round{r}/Join" >> beam.CoGroupByKey()
-                | f"Round{r}/Pair" >> Guarded(beam.Map(_join, count_), "rollouts", self.run_id)
-            )
-            out = paired["ok"] | f"Round{r}/Verify" >> Guarded(
-                beam.ParDo(fn), "verify", self.run_id, tags=[ROLLOUTS, NEXT]
+            out = pending | f"Round{r}" >> RolloutRound(
+                round_config(self.sampler, first, count_),
+                self.run_id,
+                requests=_request,
+                key=_task_id,
+                pair=functools.partial(_join, asked=count_),
+                verify=RoundVerifyFn(
+                    self.sandbox,
+                    self.run_id,
+                    self.band,
+                    self.retry,
+                    self.adaptive,
+                    r,
+                    self.cache_dir,
+                ),
+                tags=[ROLLOUTS, NEXT],
+                cache_dir=self.cache_dir,
             )
             scored.append(out["ok"])
             rollouts.append(out[ROLLOUTS])
-            rejects += [paired[REJECTED], out[REJECTED]]
+            rejects.append(out[REJECTED])
             pending = out[NEXT]
         # the last round settles every task it sees, so nothing is left in ``pending``
         return {

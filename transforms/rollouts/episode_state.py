@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from tasksieve.schemas import FeedbackLevel, Verdict
 from tasksieve.transforms.algorithms.settle import band_settled
 from tasksieve.transforms.algorithms.stats import BandConfig
-from tasksieve.transforms.rollouts.rounds import sample_request
+from tasksieve.transforms.rollouts.rollout_round import sample_request
 from tasksieve.transforms.runtime.items import Item, Scored
 from tasksieve.transforms.samplers import SampleRequest
 from tasksieve.verifiers.feedback import LEVELS, feedback_message

@@ -7,19 +7,19 @@ feedback for the failures. A task leaves the loop when no episode is open or aft
 ``ScoreEpisodes`` then scores it at the band turn. Main output: ``Scored``; plus ``rollouts``
 (one row per attempt) and ``rejected``.
 
-Every turn samples through ``transforms.rollouts.rounds.Sample``: a sampler that raises on an
-episode
-rejects its task as ``rollouts.sampler_error``, and with a cache directory the completions of
-every turn (keyed on the conversation so far) and their verdicts are cached. A step that
-raises on a task rejects it as ``rollouts.error`` or ``verify.error``
-(``tasksieve.transforms.runtime.deadletter``).
+Every later turn is a ``transforms.rollouts.rollout_round.RolloutRound`` (turn 1's
+``Rollouts`` is one too): a sampler that raises on an episode rejects its task as
+``rollouts.sampler_error``, and with a cache directory the completions of every turn (keyed on
+the conversation so far) and their verdicts are cached. A step that raises on a task rejects
+it as ``rollouts.error`` or ``verify.error`` (``tasksieve.transforms.runtime.deadletter``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,20 +37,13 @@ from tasksieve.transforms.rollouts.episode_state import (
     score,
     turn_requests,
 )
-from tasksieve.transforms.rollouts.guard import failed_samples
-from tasksieve.transforms.rollouts.rounds import (
-    ROLLOUTS,
-    Rollouts,
-    Sample,
-    VerifyFn,
-    rollout_row,
-    sample_request,
-)
+from tasksieve.transforms.rollouts.rollout_round import RolloutRound, sample_request
+from tasksieve.transforms.rollouts.rounds import ROLLOUTS, Rollouts, VerifySamplesFn, rollout_row
 from tasksieve.transforms.runtime.common import REJECTED, count, rejected
-from tasksieve.transforms.runtime.deadletter import DEAD, Attempt, Guarded, merge_rejected
+from tasksieve.transforms.runtime.deadletter import Guarded, merge_rejected
 from tasksieve.transforms.runtime.items import Item, rejection
 from tasksieve.transforms.samplers import SamplerConfig, Samples, extract_solution
-from tasksieve.verifiers import SandboxConfig, UnsupportedFamily
+from tasksieve.verifiers import SandboxConfig
 from tasksieve.verifiers.feedback import resolve_level
 from tasksieve.verifiers.retry import RetryPolicy
 
@@ -97,7 +90,7 @@ def first_turn(pair: tuple[Item, Samples], run_feedback: FeedbackLevel | None) -
     return state, answers
 
 
-class TurnFn(VerifyFn):
+class TurnFn(VerifySamplesFn):
     """Verify one turn of every open episode of a task; emit its rows; open or done."""
 
     def __init__(
@@ -129,8 +122,7 @@ class TurnFn(VerifyFn):
         )
 
     def process(self, element: Any) -> Iterator[Any]:
-        assert self.verifiers is not None and self.pool is not None and self.res is not None
-        self.shared.count_once(self.res)  # what this worker's runs really got
+        self.count_sandbox()  # what this worker's runs really got
         if isinstance(element, Failed):  # turn 1's sampler failed the task
             yield self._reject(element.reason, element.detail, element.item, element.requested)
             return
@@ -156,12 +148,10 @@ class TurnFn(VerifyFn):
                 )
                 yield self._reject("rollouts.turn_missing", detail, item, state.requested)
                 return
-        try:
-            verifier = self.verifiers.get(item.task.family)
-        except UnsupportedFamily as exc:  # gates reject these first; kept for safety
-            yield self._reject(
-                "verifier.unsupported", str(exc), item, state.requested, stage="verify"
-            )
+        # gates reject these first; kept for safety
+        verifier = self.verifier_for(item, "verify", n=0, n_requested=state.requested)
+        if isinstance(verifier, dict):
+            yield rejected(verifier)
             return
         if item.reference_s:
             verifier.calibrate(item.task, item.reference_s)
@@ -193,12 +183,21 @@ class TurnFn(VerifyFn):
         return rollout_row(state.item, got, e.index, comp, sol, v, self.run_id, columns, feedback)
 
 
-def _join(kv: tuple[str, dict[str, Iterable[Any]]]) -> Iterator[tuple[EpisodeState, Answers]]:
-    groups = kv[1]
-    states = list(groups["state"])
-    answers = dict(groups["answers"])
-    for state in states:  # exactly one: task ids are unique after validation
-        yield state, answers
+def _join(state: EpisodeState, answers: list[tuple[int, Samples]]) -> tuple[EpisodeState, Answers]:
+    return state, dict(answers)
+
+
+def _state_task(state: EpisodeState) -> str:
+    return state.item.id
+
+
+def _by_task(kv: tuple[tuple[str, int], Samples]) -> tuple[str, tuple[int, Samples]]:
+    (task_id, episode), samples = kv
+    return task_id, (episode, samples)
+
+
+def _unsplit(kv: tuple[str, Samples]) -> tuple[str, tuple[int, Samples]]:
+    return kv[0], (UNSPLIT, kv[1])
 
 
 class ScoreEpisodesFn(beam.DoFn):
@@ -254,21 +253,21 @@ class Episodes(beam.PTransform):
             beam.ParDo(fn), "verify", self.run_id, tags=[ROLLOUTS, DONE]
         )
 
-    def _answers(self, open_states: beam.PCollection, turn: int) -> beam.PCollection:
-        """Turn ``turn``'s answers of the open episodes: ``(task_id, (episode, Samples))``."""
-        cfg = turn_sampler(self.sampler)
-        requests = open_states | f"Request{turn}" >> Attempt(
-            beam.FlatMap(turn_requests, turn), "rollouts"
+    def _turn(self, open_states: beam.PCollection, turn: int) -> Any:
+        """Turn ``turn`` of the open episodes: one round of one completion per episode."""
+        fn = TurnFn(self.sandbox, self.run_id, self.cfg, turn, self.retry, self.cache_dir)
+        return open_states | f"Turn{turn}" >> RolloutRound(
+            turn_sampler(self.sampler),
+            self.run_id,
+            requests=functools.partial(turn_requests, turn=turn),
+            key=_state_task,
+            pair=_join,
+            verify=fn,
+            tags=[ROLLOUTS, DONE],
+            answer=_by_task,
+            unsplit=_unsplit,
+            cache_dir=self.cache_dir,
         )
-        sampled = requests["ok"] | f"Sample{turn}" >> Sample(cfg, self.cache_dir)
-        failed = (
-            sampled["failed"],
-            requests[DEAD] | f"RequestFailed{turn}" >> beam.FlatMap(failed_samples, cfg),
-        ) | f"Failed{turn}" >> beam.Flatten()
-        return (
-            sampled["ok"] | f"ByTask{turn}" >> beam.Map(lambda kv: (kv[0][0], (kv[0][1], kv[1]))),
-            failed | f"Unsplit{turn}" >> beam.Map(lambda kv: (kv[0], (UNSPLIT, kv[1]))),
-        ) | f"Answers{turn}" >> beam.Flatten()
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         level = self.cfg.feedback
@@ -280,18 +279,9 @@ class Episodes(beam.PTransform):
         rows, done = [out[ROLLOUTS]], [out[DONE]]
         rejects = [sampled[REJECTED], first[REJECTED], out[REJECTED]]
         for turn in range(2, self.cfg.turns + 1):
-            open_states = out["ok"]
-            joined = (
-                {
-                    "state": open_states | f"Key{turn}" >> beam.Map(lambda s: (s.item.id, s)),
-                    "answers": self._answers(open_states, turn),
-                }
-                | f"Join{turn}" >> beam.CoGroupByKey()
-                | f"Pair{turn}" >> Guarded(beam.FlatMap(_join), "rollouts", self.run_id)
-            )
-            out = self._verify(joined["ok"], turn)
+            out = self._turn(out["ok"], turn)
             rows.append(out[ROLLOUTS])
-            rejects += [joined[REJECTED], out[REJECTED]]
+            rejects.append(out[REJECTED])
             done.append(out[DONE])
         finished = done | "Finished" >> beam.Flatten()
         scored = finished | "Score" >> Guarded(

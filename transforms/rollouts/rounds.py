@@ -13,10 +13,11 @@ failing after its retries is left out of n (``verify.samples_left_out``; its rol
 the infra verdict) and the task is scored on the rest, unless those cannot settle its band
 (``transforms.algorithms.settle``): then it is rejected as ``verify.infra_error`` with the evidence.
 
-A sampler that raises fails only the tasks it raised on (``transforms.rollouts.guard``, applied
-by ``Sample``, which the multi-turn and adaptive paths use too): they are rejected as
-``rollouts.sampler_error`` with the exception. Any other step that raises on
-a task rejects it as ``rollouts.error`` or ``verify.error`` (``transforms.runtime.deadletter``).
+``Rollouts`` is one ``transforms.rollouts.rollout_round.RolloutRound`` (the round every path is
+built of) without its verify step. A sampler that raises fails only the tasks it raised on
+(``transforms.rollouts.guard``, applied by the round's ``Sample``): they are rejected as
+``rollouts.sampler_error`` with the exception. Any other step that raises on a task rejects it
+as ``rollouts.error`` or ``verify.error`` (``transforms.runtime.deadletter``).
 
 With a rollout cache directory (``tasksieve.transforms.rollouts.cache``) the sampler is wrapped so
 cached completions are served without sampling, and cached verdicts without verifying.
@@ -24,34 +25,25 @@ cached completions are served without sampling, and cached verdicts without veri
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
-from tasksieve.schemas import CodeSpec, Rollout, TaskRecord, Verdict
+from tasksieve.schemas import Rollout, TaskRecord, Verdict
 from tasksieve.transforms.algorithms.settle import band_settled
 from tasksieve.transforms.algorithms.stats import BandConfig
 from tasksieve.transforms.reliability.gates import count_retry
-from tasksieve.transforms.rollouts.cache.sampler import wrap_handler
 from tasksieve.transforms.rollouts.cache.verdicts import VerdictCache
-from tasksieve.transforms.rollouts.guard import Isolating, failed_samples
+from tasksieve.transforms.rollouts.rollout_round import RolloutRound, sample_request, task_request
 from tasksieve.transforms.runtime.common import count, rejected
-from tasksieve.transforms.runtime.deadletter import DEAD, Attempt, Guarded
+from tasksieve.transforms.runtime.deadletter import Guarded
 from tasksieve.transforms.runtime.items import Item, Scored, rejection
-from tasksieve.transforms.runtime.worker_sandbox import SharedSandbox, WorkerSandbox
-from tasksieve.transforms.samplers import (
-    SamplerConfig,
-    SampleRequest,
-    Samples,
-    extract_solution,
-    make_model_handler,
-)
-from tasksieve.verifiers import Sandbox, SandboxConfig, UnsupportedFamily, Verifier
-from tasksieve.verifiers.registry import VerifierCache
+from tasksieve.transforms.runtime.worker_sandbox import SandboxDoFn
+from tasksieve.transforms.samplers import SamplerConfig, Samples, extract_solution
+from tasksieve.verifiers import SandboxConfig, Verifier
 from tasksieve.verifiers.retry import RetryOutcome, RetryPolicy, verify_with_retry
 from tasksieve.verifiers.rewards import Reward, reward
 
@@ -59,75 +51,31 @@ log = logging.getLogger("tasksieve.rollouts")
 ROLLOUTS = "rollouts"
 
 
-def sample_request(item: Item) -> SampleRequest:
-    spec = item.task.verifier
-    entry = spec.entry_point if isinstance(spec, CodeSpec) else None
-    return SampleRequest(item.id, item.task.family, item.task.prompt, entry)
-
-
-class Rollouts(beam.PTransform):
+class Rollouts(RolloutRound):
     """Ask the sampler for K completions per task; join them back to their task.
 
-    Returns ``ok`` ((Item, Samples) pairs) and ``rejected``. A task the sampler failed on gets
-    error Samples (``tasksieve.transforms.rollouts.guard``), rejected by Verify as
+    One ``RolloutRound`` without its verify step. Returns ``ok`` ((Item, Samples) pairs) and
+    ``rejected``. A task the sampler failed on gets error Samples
+    (``tasksieve.transforms.rollouts.guard``), rejected by Verify as
     ``rollouts.sampler_error``; a failure pairing a task with its samples is
     ``rollouts.error``.
     """
 
     def __init__(self, cfg: SamplerConfig, run_id: str, cache_dir: str | None = None) -> None:
-        super().__init__()
+        super().__init__(
+            cfg,
+            run_id,
+            requests=task_request,
+            key=_item_id,
+            pair=functools.partial(_pair, requested=cfg.samples),
+            answer=_sampled,
+            cache_dir=cache_dir,
+        )
         self.cfg = cfg
-        self.run_id = run_id
-        self.cache_dir = (
-            cache_dir  # the rollout cache (tasksieve.transforms.rollouts.cache); None: off
-        )
-
-    def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
-        cfg = self.cfg
-        keyed = items | "KeyById" >> beam.Map(lambda it: (it.id, it))
-        requests = items | "Request" >> Attempt(
-            beam.Map(lambda it: (it.id, sample_request(it))), "rollouts"
-        )
-        sampled = requests["ok"] | "Sample" >> Sample(cfg, self.cache_dir)
-        samples = (
-            sampled["ok"] | "Progress" >> beam.Map(_sampled),
-            sampled["failed"],
-            requests[DEAD] | "RequestFailed" >> beam.FlatMap(failed_samples, cfg),
-        ) | "AllSamples" >> beam.Flatten()
-        return (
-            {"item": keyed, "samples": samples}
-            | "Join" >> beam.CoGroupByKey()
-            | "Pair" >> Guarded(beam.Map(_pair, cfg.samples), "rollouts", self.run_id)
-        )
 
 
-class Sample(beam.PTransform):
-    """RunInference of the sampler behind the rollout cache and the sampler guard.
-
-    Input: ``(key, SampleRequest)`` pairs (the one-shot path and adaptive rounds key by task
-    id, later turns by (task id, episode)). Outputs ``ok``: ``(key, Samples)``, error Samples
-    for a request the sampler failed on alone (``Isolating``); ``failed``: ``(task_id, error
-    Samples)`` for every task of what RunInference's exception handling caught.
-    """
-
-    def __init__(self, cfg: SamplerConfig, cache_dir: str | None = None) -> None:
-        super().__init__()
-        self.cfg = cfg
-        self.cache_dir = cache_dir
-
-    def expand(self, requests: beam.PCollection) -> dict[str, beam.PCollection]:
-        cfg = self.cfg
-        handler: KeyedModelHandler[Any, SampleRequest, Samples, Any] = KeyedModelHandler(
-            Isolating(wrap_handler(make_model_handler(cfg), cfg, self.cache_dir), cfg)
-        )
-        sampled, failed = requests | "Run" >> RunInference(handler).with_exception_handling()
-        dead = [failed.failed_inferences, *failed.failed_preprocessing]
-        dead += failed.failed_postprocessing
-        errors = (
-            tuple(d | f"Failed{i}" >> beam.FlatMap(failed_samples, cfg) for i, d in enumerate(dead))
-            | "AllFailed" >> beam.Flatten()
-        )
-        return {"ok": sampled, "failed": errors}
+def _item_id(item: Item) -> str:
+    return item.id
 
 
 def _sampled(kv: tuple[str, Samples]) -> tuple[str, Samples]:
@@ -136,12 +84,9 @@ def _sampled(kv: tuple[str, Samples]) -> tuple[str, Samples]:
     return kv
 
 
-def _pair(kv: tuple[str, dict[str, Iterable[Any]]], requested: int) -> tuple[Item, Samples]:
-    groups = kv[1]
-    (item,) = list(groups["item"])
-    got = list(groups["samples"])
+def _pair(item: Item, answers: list[Samples], requested: int) -> tuple[Item, Samples]:
     # the sampler dropped the task: Verify rejects it as rollouts.no_samples
-    samples = got[0] if got else Samples(item.id, [], "", "none", requested)
+    samples = answers[0] if answers else Samples(item.id, [], "", "none", requested)
     count_shortfall(samples)
     return item, samples
 
@@ -199,8 +144,14 @@ def rollout_row(
     return row.model_dump()
 
 
-class VerifyFn(beam.DoFn):
-    """Verify every sample of a task in the sandbox; emit rollouts and the task's k of n."""
+class VerifySamplesFn(SandboxDoFn):
+    """The verification every rollout path shares; its subclasses only ``process``.
+
+    ``refuse`` rejects what cannot be verified, ``verify_samples`` verifies completions on the
+    worker's shared pool with retries (cached verdicts from the rollout cache) and builds the
+    rollout rows. ``VerifyFn`` (one-shot), ``adaptive.RoundVerifyFn`` and
+    ``multi_turn.TurnFn`` differ only in what they do with the verdicts.
+    """
 
     def __init__(
         self,
@@ -210,35 +161,19 @@ class VerifyFn(beam.DoFn):
         retry: RetryPolicy | None = None,
         cache_dir: str | None = None,
     ) -> None:
-        self.sandbox_cfg = sandbox
-        self.run_id = run_id
+        super().__init__(sandbox, run_id)
         self.band = band or BandConfig()
         self.retry = retry or RetryPolicy()
-        self.shared = SharedSandbox(sandbox, run_id)  # one sandbox and pool per process
-        self.res: WorkerSandbox | None = None
         self.cache = VerdictCache(cache_dir, sandbox) if cache_dir else None
-        self.sandbox: Sandbox | None = None
-        self.verifiers: VerifierCache | None = None
-        self.pool: ThreadPoolExecutor | None = None
 
     def setup(self) -> None:
-        self.res = self.shared.acquire()
-        self.sandbox, self.verifiers, self.pool = (
-            self.res.sandbox,
-            self.res.verifiers,
-            self.res.pool,
-        )
+        super().setup()
         if self.cache is not None:
             self.cache.setup()
 
     def finish_bundle(self) -> None:
         if self.cache is not None:
             self.cache.flush()  # this bundle's verdicts, before the next can crash
-
-    def teardown(self) -> None:
-        if self.res is not None:
-            self.shared.release(self.res)
-            self.res = self.sandbox = self.verifiers = self.pool = None
 
     def refuse(self, item: Item, samples: Samples, n: int = 0) -> dict[str, Any] | None:
         """The rejection of a task whose samples cannot be verified (the sampler failed it,
@@ -265,18 +200,8 @@ class VerifyFn(beam.DoFn):
                 n=n,
                 n_requested=samples.requested,
             )
-        assert self.verifiers is not None
-        try:
-            self.verifiers.get(item.task.family)
-        except UnsupportedFamily as exc:  # gates reject these first; kept for safety
-            return rejection(
-                stage="verify",
-                reason="verifier.unsupported",
-                detail=str(exc),
-                run_id=self.run_id,
-                item=item,
-            )
-        return None
+        found = self.verifier_for(item, "verify")  # gates reject these first; kept for safety
+        return found if isinstance(found, dict) else None
 
     def verify_solutions(
         self, task: TaskRecord, verifier: Verifier, solutions: list[str]
@@ -288,7 +213,6 @@ class VerifyFn(beam.DoFn):
             def one(sol: str) -> RetryOutcome:
                 return verify_with_retry(lambda: verifier.verify(task, sol), self.retry)
 
-            assert self.pool is not None
             return list(self.pool.map(one, sols))
 
         return run(solutions) if self.cache is None else self.cache.verify(task, solutions, run)
@@ -298,9 +222,7 @@ class VerifyFn(beam.DoFn):
     ) -> tuple[list[str], list[Verdict], list[dict[str, Any]]]:
         """Verify every completion (with retries): the solutions, verdicts and rollout rows,
         rows numbered from sample index ``first``."""
-        assert self.verifiers is not None and self.pool is not None
-        assert self.res is not None
-        self.shared.count_once(self.res)  # what this worker's runs really got
+        self.count_sandbox()  # what this worker's runs really got
         task = item.task
         verifier = self.verifiers.get(task.family)
         if item.reference_s:
@@ -321,6 +243,10 @@ class VerifyFn(beam.DoFn):
             )
             rows.append(row)
         return solutions, verdicts, rows
+
+
+class VerifyFn(VerifySamplesFn):
+    """Verify every sample of a task in the sandbox; emit rollouts and the task's k of n."""
 
     def process(self, pair: tuple[Item, Samples]) -> Iterator[Any]:
         item, samples = pair

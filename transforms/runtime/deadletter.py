@@ -33,7 +33,7 @@ from typing import Any, TypeAlias
 
 import apache_beam as beam
 
-from tasksieve.transforms.ingest.readers import SourceRecord
+from tasksieve.transforms.ingest.records import SourceRecord
 from tasksieve.transforms.reasons import error_reason
 from tasksieve.transforms.runtime.common import REJECTED, count, rejected
 from tasksieve.transforms.runtime.items import Item, Scored, rejection

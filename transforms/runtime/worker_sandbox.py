@@ -1,8 +1,10 @@
 """One sandbox, verifier cache and verification thread pool per worker process.
 
-The sandbox stages (gates, test strength, verify, ambiguity) each hold a ``SharedSandbox``
-handle. Every DoFn instance built with the same sandbox config for the same run acquires, in
-each worker process, the same ``WorkerSandbox`` through ``apache_beam.utils.shared``: one fork
+The sandbox stages (gates, test strength, verify, ambiguity, adaptive rounds, episode turns)
+are ``SandboxDoFn`` subclasses: the base holds a ``SharedSandbox`` handle, acquires in
+``setup``, releases in ``teardown`` and looks verifiers up; the subclasses only ``process``.
+Every DoFn instance built with the same sandbox config for the same run acquires, in each
+worker process, the same ``WorkerSandbox`` through ``apache_beam.utils.shared``: one fork
 server, one set of warm family workers (e.g. the SQL slots) and one thread pool of
 ``SandboxConfig.workers`` threads per process, however many DoFn threads the runner starts.
 Samples of different tasks handled by concurrent bundles share that pool, so a process
@@ -26,10 +28,12 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import apache_beam as beam
 from apache_beam.utils import shared
 
 from tasksieve.transforms.runtime.common import count_sandbox
-from tasksieve.verifiers import Sandbox, SandboxConfig
+from tasksieve.transforms.runtime.items import Item, rejection
+from tasksieve.verifiers import Sandbox, SandboxConfig, UnsupportedFamily, Verifier
 from tasksieve.verifiers.registry import VerifierCache
 
 _LOCK = threading.Lock()
@@ -106,3 +110,70 @@ class SharedSandbox:
                 return
             _COUNTED.add(self.key)
         count_sandbox(res.described)
+
+
+class SandboxDoFn(beam.DoFn):
+    """The base of every DoFn that uses its worker process's ``WorkerSandbox``.
+
+    It owns the lifetime (acquire in ``setup``, release in ``teardown``; a subclass that
+    overrides either calls ``super()``) and the verifier lookup. In ``process`` the sandbox,
+    verifiers and pool are the properties of that name; using them outside setup/teardown
+    raises ``AttributeError`` (what Beam's DoFn introspection expects of a missing attribute)
+    rather than returning a closed sandbox.
+    """
+
+    def __init__(self, sandbox: SandboxConfig, run_id: str) -> None:
+        self.sandbox_cfg = sandbox
+        self.run_id = run_id
+        self.shared = SharedSandbox(sandbox, run_id)  # one sandbox and pool per process
+        self.res: WorkerSandbox | None = None
+
+    def setup(self) -> None:
+        self.res = self.shared.acquire()
+
+    def teardown(self) -> None:
+        if self.res is not None:
+            res, self.res = self.res, None
+            self.shared.release(res)
+
+    @property
+    def worker(self) -> WorkerSandbox:
+        """This process's resources, held between ``setup`` and ``teardown``."""
+        if self.res is None:
+            raise AttributeError(f"{type(self).__name__} has no sandbox outside setup/teardown")
+        return self.res
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self.worker.sandbox
+
+    @property
+    def verifiers(self) -> VerifierCache:
+        return self.worker.verifiers
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        return self.worker.pool
+
+    def count_sandbox(self) -> None:
+        """Report this worker's sandbox to the manifest (once per process; from ``process``)."""
+        self.shared.count_once(self.worker)
+
+    def verifier_for(self, item: Item, stage: str, **fields: Any) -> Verifier | dict[str, Any]:
+        """The verifier of the item's family, or its ``verifier.unsupported`` rejection row.
+
+        ``fields`` are further columns of that row (``n``, ``n_requested``). Also reports the
+        sandbox to the manifest (``count_sandbox``).
+        """
+        self.count_sandbox()
+        try:
+            return self.verifiers.get(item.task.family)
+        except UnsupportedFamily as exc:
+            return rejection(
+                stage=stage,
+                reason="verifier.unsupported",
+                detail=str(exc),
+                run_id=self.run_id,
+                item=item,
+                **fields,
+            )

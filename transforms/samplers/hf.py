@@ -37,9 +37,7 @@ from tasksieve.transforms.samplers.config import (
 )
 from tasksieve.transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
 from tasksieve.transforms.samplers.prompts import prompt_hash, render_messages
-from tasksieve.transforms.samplers.seeds import request_seed, sample_seed
-
-__all__ = ["LoadedModel", "TransformersModelHandler", "cpu_threads", "sample_seed"]
+from tasksieve.transforms.samplers.seeds import request_seed
 
 _EXTRA = "pip install 'tasksieve[cpu]'"
 _LOG = logging.getLogger(__name__)

@@ -8,7 +8,8 @@ the table macros ``pass_rate_histogram(bins)``, ``funnel()``, ``rejection_reason
 ``write_catalog(OUT_DIR)`` stores the same in ``OUT_DIR/catalog.duckdb``.
 
 OUT_DIR is either one run (holding ``manifest.json``) or a root of runs (``runs/<id>/`` and a
-``current`` link to the live one): then ``runs`` lists every run and the other views show
+``current`` link to the live one; ``tasksieve.pipeline.outputs.layout`` tells which, and raises
+its ``NotAnOutput`` for anything else): then ``runs`` lists every run and the other views show
 ``current``.
 
 Location: the views hold relative paths, and DuckDB resolves those against its
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tasksieve.pipeline.outputs.catalog.sql import GLOBS, Layout, statements
-from tasksieve.pipeline.outputs.publish import CURRENT, RUNS
+from tasksieve.pipeline.outputs.layout import RunLayout
 
 if TYPE_CHECKING:
     import duckdb
@@ -47,25 +48,14 @@ STORAGE_VERSION = "v1.0.0"
 
 
 class CatalogError(Exception):
-    """The directory is not a tasksieve output, or its catalog cannot be defined."""
+    """The catalog of a tasksieve output cannot be defined."""
 
 
 def layout_of(out_dir: Path) -> Layout:
-    """What ``out_dir`` holds: one run, or a root of runs with ``current``."""
-    if (out_dir / "manifest.json").is_file():
-        prefix, manifests = "", "manifest.json"
-    elif (out_dir / RUNS).is_dir() and (out_dir / CURRENT / "manifest.json").is_file():
-        prefix, manifests = f"{CURRENT}/", f"{RUNS}/*/manifest.json"
-    elif not out_dir.is_dir():
-        raise CatalogError(f"{out_dir}: no such directory")
-    else:
-        raise CatalogError(
-            f"{out_dir}: not a tasksieve output (no manifest.json, nor runs/ with "
-            "current/manifest.json)"
-        )
-    run = out_dir / prefix
-    present = frozenset(kind for kind, pattern in GLOBS.items() if any(run.glob(pattern)))
-    return Layout(run_prefix=prefix, manifests=manifests, present=present)
+    """Where the catalog of ``out_dir`` finds its data (``NotAnOutput`` if it is no output)."""
+    run = RunLayout.find(out_dir)
+    present = frozenset(k for k, pattern in GLOBS.items() if any(run.run_dir.glob(pattern)))
+    return Layout(run_prefix=run.run_prefix, manifests=run.manifests_glob, present=present)
 
 
 def _search_dir(out_dir: Path) -> tuple[str, Callable[[], None] | None]:
@@ -123,8 +113,8 @@ def connect(out_dir: Path, database: str = ":memory:") -> duckdb.DuckDBPyConnect
     """A DuckDB connection with the catalog's views and macros over ``out_dir``.
 
     ``database`` is where the definitions go (default: in memory); the connection's search
-    path is ``out_dir``, for every cursor of it. Raises CatalogError when ``out_dir`` is not
-    a tasksieve output.
+    path is ``out_dir``, for every cursor of it. Raises ``NotAnOutput`` when ``out_dir`` is
+    not a tasksieve output, ``CatalogError`` when a view cannot be defined.
     """
     out_dir = Path(out_dir)
     layout = layout_of(out_dir)

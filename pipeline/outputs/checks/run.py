@@ -31,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tasksieve.pipeline.outputs.layout import NotAnOutput, RunLayout
 from tasksieve.pipeline.outputs.report.checks import CHECKS_NAME
 from tasksieve.pipeline.outputs.report.checks import CheckRow as CheckItem  # one row of checks.json
 
@@ -38,10 +39,6 @@ KINDS = ("tasks", "rejected", "rollouts")
 DOCS_DIR = "gx"
 _SITE = "tasksieve"
 _CONTAINS = "expect_column_distinct_values_to_contain_set"
-
-
-class NotAnOutput(ValueError):
-    """The directory is not a finished tasksieve curate output."""
 
 
 @dataclass(frozen=True)
@@ -70,26 +67,6 @@ def describe_failures(result: CheckResult) -> str:
     return f"{len(parts)} expectation(s) failed: " + "; ".join(parts)
 
 
-def read_manifest(out_dir: Path) -> dict[str, Any]:
-    """The output's manifest, or NotAnOutput saying what is wrong."""
-    if not out_dir.is_dir():
-        raise NotAnOutput(f"{out_dir}: no such directory")
-    path = out_dir / "manifest.json"
-    if not path.is_file():
-        raise NotAnOutput(f"{out_dir}: no manifest.json (not a finished tasksieve curate output)")
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise NotAnOutput(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("counts"), dict):
-        raise NotAnOutput(f"{path}: not a tasksieve manifest (no counts)")
-    return manifest
-
-
-def shard_files(out_dir: Path, kind: str) -> list[Path]:
-    return sorted((out_dir / kind).rglob("*.parquet"))
-
-
 def _frame(table: pa.Table) -> pd.DataFrame:
     return table.to_pandas(types_mapper=pd.ArrowDtype)
 
@@ -108,18 +85,18 @@ def _flatten_verdict(table: pa.Table) -> pa.Table:
     return table
 
 
-def load_kind(out_dir: Path, kind: str) -> tuple[list[tuple[str, pa.Schema]], pd.DataFrame]:
+def load_kind(run: RunLayout, kind: str) -> tuple[list[tuple[str, pa.Schema]], pd.DataFrame]:
     """Each shard's (path, schema), and every row of the kind as one frame."""
     from tasksieve.pipeline.outputs.checks.suites import SCHEMAS
 
     schemas: list[tuple[str, pa.Schema]] = []
     frames: list[pd.DataFrame] = []
-    for f in shard_files(out_dir, kind):
+    for f in run.shards(kind):
         try:
             table = pq.read_table(f)
         except (pa.ArrowException, OSError) as exc:
-            raise NotAnOutput(f"{f}: not a readable Parquet shard ({exc})") from exc
-        schemas.append((str(f.relative_to(out_dir)), table.schema))
+            raise NotAnOutput(f, f"not a readable Parquet shard ({exc})") from exc
+        schemas.append((str(f.relative_to(run.run_dir)), table.schema))
         if kind == "rollouts":
             table = _flatten_verdict(table)
         frames.append(_frame(table))
@@ -290,12 +267,18 @@ def _facts(manifest: dict[str, Any], tasks: pd.DataFrame, rejected: pd.DataFrame
 
 
 def check_output(out_dir: Path) -> CheckResult:
-    """Run every suite on ``out_dir``; write ``checks.json`` and the Data Docs into it."""
+    """Run every suite on ``out_dir``; write ``checks.json`` and the Data Docs into it.
+
+    ``out_dir`` is a run, or a root of runs (then its current run is checked); anything else
+    raises ``NotAnOutput``.
+    """
     from tasksieve.pipeline.outputs.checks import suites
 
-    out_dir = Path(out_dir).absolute()  # GX wants an absolute Data Docs directory
-    manifest = read_manifest(out_dir)
-    loaded = {kind: load_kind(out_dir, kind) for kind in KINDS}
+    run = RunLayout.find(Path(out_dir).absolute())  # GX wants an absolute Data Docs directory
+    out_dir, manifest = run.run_dir, run.raw
+    if not isinstance(manifest.get("counts"), dict):
+        raise run.refuse("not a tasksieve manifest (no counts)")
+    loaded = {kind: load_kind(run, kind) for kind in KINDS}
     frames = {kind: loaded[kind][1] for kind in KINDS}
     facts = _facts(manifest, frames["tasks"], frames["rejected"])
     docs = out_dir / DOCS_DIR

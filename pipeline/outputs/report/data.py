@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from tasksieve.pipeline.outputs.layout import RunLayout
 from tasksieve.pipeline.outputs.report.checks import Checks, load_checks
 from tasksieve.schemas import Manifest
 from tasksieve.transforms.algorithms.stats import histogram_bin
@@ -50,10 +51,6 @@ MAX_FAMILIES = 24  # rows of the per-family tables; the rest are summed into one
 PROMPT_CHARS = 600
 COMPLETION_CHARS = 1200
 DETAIL_CHARS = 300
-
-
-class NotARun(ValueError):
-    """The directory is not a finished tasksieve curate output (no readable manifest.json)."""
 
 
 @dataclass(frozen=True)
@@ -119,20 +116,6 @@ def excerpt(text: Any, limit: int) -> str:
     if len(s) <= limit:
         return s
     return f"{s[:limit]}\n… ({len(s) - limit} more characters)"
-
-
-def load_manifest(out: Path) -> Manifest:
-    path = out / "manifest.json"
-    if not path.is_file():
-        raise NotARun(f"{out} has no manifest.json: not a finished tasksieve curate output")
-    try:
-        return Manifest.model_validate_json(path.read_bytes())
-    except ValueError as e:
-        raise NotARun(f"{path} is not a tasksieve manifest: {e}") from None
-
-
-def shards(out: Path, sub: str) -> list[Path]:
-    return sorted((out / sub).rglob("*.parquet"))
 
 
 def stage_of(reason: str, seen: dict[str, str]) -> str:
@@ -300,17 +283,17 @@ def _prompt_from_raw(raw: Any) -> str | None:
     return prompt if isinstance(prompt, str) else None
 
 
-def find_prompts(out: Path, ids: set[str]) -> dict[str, str]:
+def find_prompts(run: RunLayout, ids: set[str]) -> dict[str, str]:
     """The prompts of ``ids``: from the kept tasks, else from the rejected rows' raw input."""
     found: dict[str, str] = {}
     if not ids:
         return found
-    for f in shards(out, "tasks"):
+    for f in run.shards("tasks"):
         t = pq.read_table(f, columns=["id", "prompt"], filters=[("id", "in", sorted(ids))])
         for i, p in zip(t.column("id").to_pylist(), t.column("prompt").to_pylist(), strict=True):
             found.setdefault(i, str(p or ""))
     missing = sorted(ids - set(found))
-    for f in shards(out, "rejected") if missing else []:
+    for f in run.shards("rejected") if missing else []:
         t = pq.read_table(f, columns=["record_id", "raw"], filters=[("record_id", "in", missing)])
         for i, raw in zip(
             t.column("record_id").to_pylist(), t.column("raw").to_pylist(), strict=True
@@ -337,13 +320,15 @@ def consistency(
 
 
 def gather(out: Path, per_family: int = 4) -> ReportData:
-    """Everything the report shows, read from the output directory ``out``."""
-    manifest = load_manifest(out)
+    """Everything the report shows, read from the output directory ``out`` (a run, or a
+    root of runs: then its current run); ``NotAnOutput`` when it is neither."""
+    run = RunLayout.find(out)
+    manifest = run.manifest
     rates: dict[str, FamilyRates] = {}
-    rejected_by_family, seen = read_rejected(shards(out, "rejected"), rates)
-    kept = read_kept(shards(out, "tasks"), rates)
-    verdicts, picked = read_rollouts(shards(out, "rollouts"), per_family)
-    prompts = find_prompts(out, {p["task_id"] for ps in picked.values() for p in ps})
+    rejected_by_family, seen = read_rejected(run.shards("rejected"), rates)
+    kept = read_kept(run.shards("tasks"), rates)
+    verdicts, picked = read_rollouts(run.shards("rollouts"), per_family)
+    prompts = find_prompts(run, {p["task_id"] for ps in picked.values() for p in ps})
     samples = [
         Sample(
             family=fam,
@@ -365,6 +350,6 @@ def gather(out: Path, per_family: int = 4) -> ReportData:
         rates=dict(sorted(rates.items())),
         verdicts=verdicts,
         samples=samples,
-        checks=load_checks(out),
+        checks=load_checks(run.run_dir),
         problems=consistency(manifest, funnel, kept, n_rejected),
     )

@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tasksieve.pipeline.outputs.report.data import NotARun, ReportData, gather
+from tasksieve.pipeline.outputs.report.data import ReportData, gather
 from tasksieve.pipeline.outputs.report.html import render
 
 REPORT_NAME = "report.html"
 
-__all__ = ["REPORT_NAME", "NotARun", "write_report"]
+__all__ = ["REPORT_NAME", "write_report"]
 
 
 def draw(d: ReportData) -> tuple[dict[str, str | None], str]:
@@ -45,7 +45,8 @@ def draw(d: ReportData) -> tuple[dict[str, str | None], str]:
 def write_report(out_dir: Path, output: Path | None = None) -> Path:
     """Write the report of the curate output ``out_dir`` (default ``out_dir/report.html``).
 
-    Raises ``NotARun`` when ``out_dir`` holds no readable tasksieve manifest.
+    Raises ``NotAnOutput`` (``tasksieve.pipeline.outputs.layout``) when ``out_dir`` holds no
+    readable tasksieve manifest.
     """
     out_dir = Path(out_dir)
     target = Path(output) if output is not None else out_dir / REPORT_NAME

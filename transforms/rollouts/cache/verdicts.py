@@ -1,4 +1,4 @@
-"""The verdict half of the rollout cache, used by ``tasksieve.transforms.rollouts.rounds.VerifyFn``.
+"""The verdict half of the rollout cache, used by ``transforms.rollouts.rounds.VerifySamplesFn``.
 
 The cached verdicts are loaded once per worker process (``apache_beam.utils.shared``), not
 per DoFn thread. Verdicts computed by a DoFn instance are buffered and written as one part
