@@ -1,4 +1,8 @@
-"""Small Beam helpers shared by the stages: counters and the rejected tag."""
+"""Small Beam helpers shared by the stages: counters and the rejected tag.
+
+Every count also goes to the live progress channel (``transforms.runtime.progress``), and every
+rejection once more as ``rejected@<stage>``, so a display can tell how far each stage is.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
+from tasksieve.transforms.runtime import progress
+
 NAMESPACE = "tasksieve"
 SANDBOX_NAMESPACE = "tasksieve.sandbox"  # one counter per distinct sandbox describe() JSON
 REJECTED = "rejected"
@@ -17,6 +23,7 @@ REJECTED = "rejected"
 def count(name: str, value: int = 1) -> None:
     """Increment the Beam counter ``tasksieve:<name>`` (read back into the manifest)."""
     Metrics.counter(NAMESPACE, name).inc(value)
+    progress.report(name, value)  # live progress, when a channel is configured
 
 
 def count_sandbox(described: dict[str, Any]) -> None:
@@ -27,6 +34,7 @@ def count_sandbox(described: dict[str, Any]) -> None:
 def rejected(row: dict[str, Any]) -> pvalue.TaggedOutput:
     """Tag a rejection row for the stage's ``rejected`` output and count its reason."""
     count(f"rejected.{row['reason']}")
+    progress.report(f"rejected@{row['stage']}")
     return pvalue.TaggedOutput(REJECTED, row)
 
 
