@@ -31,7 +31,6 @@ from rich.progress import (
     Progress,
     TaskID,
     TextColumn,
-    TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
@@ -39,6 +38,9 @@ from tasksieve.pipeline.curate.stage_counts import ChannelReader, StageSpec, Sta
 from tasksieve.transforms.runtime import progress
 
 POLL_S = 0.5
+"""How often the bars read the channel."""
+HEARTBEAT_S = 60.0
+"""How often, off a terminal, one line says how far the stages are while the run goes on."""
 
 
 class ProgressOptions(PipelineOptions):
@@ -83,6 +85,17 @@ def summary_line(view: StageView) -> str:
     return f"{text} in under {progress.INTERVAL_S} s"
 
 
+def heartbeat_line(views: list[StageView]) -> str:
+    """How far every stage that has started is: ``Gates 12/40, Rollouts 3/38 tasks, ...``."""
+    parts = []
+    for view in views:
+        if view.started is None and not view.done:
+            continue
+        of = f"/{view.total}" if view.total is not None else ""
+        parts.append(f"{view.spec.label} {view.done}{of} {view.spec.unit}")
+    return ", ".join(parts) if parts else "no stage has reported yet"
+
+
 class CurateProgress:
     """Open a channel for one run; draw bars on a terminal, print lines at the end otherwise."""
 
@@ -100,6 +113,7 @@ class CurateProgress:
         self.console = console
         self.live = console.is_terminal if live is None else live
         self.out = out
+        self.heartbeat_s = HEARTBEAT_S
         self.directory = ""
         self.reader: ChannelReader | None = None
         self._previous: str | None = None
@@ -115,6 +129,8 @@ class CurateProgress:
         os.environ[progress.ENV] = self.directory
         if self.live:
             self._start_bars()
+        self._thread = threading.Thread(target=self._poll_loop, name="progress", daemon=True)
+        self._thread.start()
         return self
 
     def __exit__(
@@ -132,6 +148,7 @@ class CurateProgress:
         if self._bars is not None:
             self._update()
             self._bars.stop()
+        progress.use(None)  # the in-memory runner's channel step named it for this process
         if self._previous is None:
             os.environ.pop(progress.ENV, None)
         else:
@@ -155,12 +172,11 @@ class CurateProgress:
 
     def _start_bars(self) -> None:
         self._bars = Progress(
-            TextColumn("{task.description:<18}"),
-            BarColumn(),
+            TextColumn("{task.description:<14}"),
+            BarColumn(bar_width=16),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[unit]:<8}{task.fields[samples]}"),
-            TextColumn("{task.fields[rate]:>9}"),
-            TimeElapsedColumn(),
+            TextColumn("{task.fields[unit]}{task.fields[samples]}"),
+            TextColumn("{task.fields[rate]}"),
             TimeRemainingColumn(),
             console=self.console,
             transient=False,
@@ -170,14 +186,14 @@ class CurateProgress:
                 spec.label, total=None, unit=spec.unit, samples="", rate="", visible=False
             )
         self._bars.start()
-        self._thread = threading.Thread(target=self._poll_loop, name="progress", daemon=True)
-        self._thread.start()
 
     def _poll_loop(self) -> None:
         assert self.reader is not None
-        while not self._stop.wait(POLL_S):
-            if self.reader.poll():
+        while not self._stop.wait(POLL_S if self.live else self.heartbeat_s):
+            if self.reader.poll() and self.live:
                 self._update()
+            elif not self.live:
+                print(f"progress: {heartbeat_line(self.views())}", file=self.out or sys.stderr)
 
     def _update(self) -> None:
         assert self._bars is not None

@@ -9,9 +9,11 @@ once more when the process exits. A line is ``{"t": wall seconds, "c": {name: de
 the reader adds the deltas of every file up (``tasksieve.pipeline.curate.progress``).
 
 Where the channel is: the environment variable ``TASKSIEVE_PROGRESS`` (the in-memory and the
-multi-process DirectRunner, whose workers inherit the environment), else the pipeline option
-``--tasksieve_progress`` that Beam hands to SDK workers started by a portable runner. Standard
-library only: the reporting side must stay cheap to import and to call.
+multi-process DirectRunner, whose workers inherit the environment); else the directory a
+pipeline step named for the whole process (``use``; the threads of a portable runner's worker
+pool, which see neither that environment nor the options); else the pipeline option
+``--tasksieve_progress`` that Beam hands to SDK workers it starts with ``sdk_worker_main``.
+Standard library only: the reporting side must stay cheap to import and to call.
 
 It does NOT guarantee that every delta arrives: a worker killed outright (SIGKILL, out of
 memory) loses what it had pending, a worker on another machine writes to its own disk where the
@@ -39,9 +41,24 @@ INTERVAL_S = 0.5
 SUFFIX = ".jsonl"
 
 
+_used: str | None = None
+"""The channel a pipeline step named for this whole process (``use``)."""
+
+
+def use(directory: str | None) -> None:
+    """Report to ``directory`` from every thread of this process (None: stop).
+
+    For SDK workers that see neither the environment nor the pipeline options (the threads of
+    Beam's external worker pool): ``transforms.runtime.common.ProgressChannel`` calls it when
+    its DoFn is set up on a worker. The setting outlives the job in a long-lived worker process.
+    """
+    global _used
+    _used = directory
+
+
 def channel() -> str | None:
     """The channel directory this process reports to, or None (report nothing)."""
-    path = os.environ.get(ENV)
+    path = os.environ.get(ENV) or _used
     if path:
         return path
     provider = sys.modules.get("apache_beam.options.value_provider")
