@@ -62,7 +62,11 @@ def pipeline_args() -> list[str]:
 
 
 def _rate(done: int, seconds: float) -> str:
-    return f"{done / seconds:.1f}/s" if seconds > 0 and done else "-"
+    """``12.5/s``, or ``2.7/min`` under one a second; ``-`` before there is one."""
+    if seconds <= 0 or not done:
+        return "-"
+    per_s = done / seconds
+    return f"{per_s:.1f}/s" if per_s >= 1 else f"{per_s * 60:.1f}/min"
 
 
 def _seconds(s: float) -> str:
