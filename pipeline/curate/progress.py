@@ -15,6 +15,7 @@ option; then the bars stay empty and the summary lines say the stage reported no
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
@@ -47,8 +48,8 @@ class ProgressOptions(PipelineOptions):
     """The ``--tasksieve_progress`` pipeline option (so Beam hands it to SDK workers)."""
 
     @classmethod
-    def _add_argparse_args(cls, parser: object) -> None:
-        parser.add_argument(  # type: ignore[attr-defined]
+    def _add_argparse_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
             f"--{progress.OPTION}",
             default=None,
             help="directory of the live progress channel (set by tasksieve curate)",

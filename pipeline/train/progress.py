@@ -36,7 +36,7 @@ def _reward(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-class StepProgress(TrainerCallback):  # type: ignore[misc]
+class StepProgress(TrainerCallback):
     """Show GRPO steps as they finish: a bar on a terminal, lines otherwise."""
 
     def __init__(

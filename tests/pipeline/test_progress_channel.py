@@ -21,7 +21,7 @@ from tasksieve.transforms.runtime.common import count, rejected, use_progress_ch
 N = 40
 
 
-class CountFn(beam.DoFn):  # type: ignore[misc]
+class CountFn(beam.DoFn):
     """Count every element; reject the odd ones (as a stage called ``validate`` would)."""
 
     def process(self, n: int) -> Iterator[Any]:

@@ -86,8 +86,8 @@ def test_verbose_and_quiet_exclude_each_other(capsys: pytest.CaptureFixture[str]
     assert "not allowed with" in capsys.readouterr().err
 
 
-def _views(counters: dict[str, int], **kw: object) -> dict[str, StageView]:
-    views = stage_views(curate_stages(**kw), counters, k=4)  # type: ignore[arg-type]
+def _views(counters: dict[str, int], rollouts: str = "one-shot") -> dict[str, StageView]:
+    views = stage_views(curate_stages(rollouts=rollouts), counters, k=4)
     return {v.spec.label: v for v in views}
 
 

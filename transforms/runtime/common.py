@@ -27,7 +27,7 @@ def count(name: str, value: int = 1) -> None:
     progress.report(name, value)  # live progress, when a channel is configured
 
 
-class _UseChannelFn(beam.DoFn):  # type: ignore[misc]
+class _UseChannelFn(beam.DoFn):
     """Pass elements on; on set-up, name the progress channel for this worker's process."""
 
     def __init__(self, directory: str) -> None:
