@@ -208,7 +208,8 @@ class CurateProgress:
             samples = ""
             if view.samples is not None:
                 of = f"/{view.samples_total}" if view.samples_total is not None else ""
-                samples = f" {view.samples}{of} samples"
+                what = "rollout rows" if view.spec.key == "write" else "samples"
+                samples = f" {view.samples}{of} {what}"
             self._bars.update(
                 self._tasks[view.spec.key],
                 completed=view.done,
