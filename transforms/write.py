@@ -14,7 +14,7 @@ from apache_beam.io.parquetio import WriteToParquet
 
 from tasksieve.schemas import FAMILIES
 from tasksieve.schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
-from tasksieve.transforms.runtime import fsio
+from tasksieve.transforms.runtime import fsio, progress
 
 
 def with_fingerprint(schema: pa.Schema, fingerprint: str, run_id: str) -> pa.Schema:
@@ -35,6 +35,12 @@ def _sink(prefix: str, schema: pa.Schema) -> WriteToParquet:
     )
 
 
+def _reported(row: dict[str, object], name: str) -> dict[str, object]:
+    """Pass ``row`` on, reporting it to the live progress channel (no Beam counter)."""
+    progress.report(name)
+    return row
+
+
 def family_index(row: dict[str, object], n: int) -> int:
     return FAMILIES.index(str(row["family"]))
 
@@ -50,6 +56,10 @@ class Write(beam.PTransform):
 
     def expand(self, outputs: dict[str, beam.PCollection]) -> beam.PCollection:
         fp, rid = self.fingerprint, self.run_id
+        outputs = {
+            name: pcoll | f"Progress[{name}]" >> beam.Map(_reported, f"write.{name}")
+            for name, pcoll in outputs.items()
+        }
         written = []
         parts = outputs["tasks"] | "ByFamily" >> beam.Partition(
             family_index,  # type: ignore[arg-type]

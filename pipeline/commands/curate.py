@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from tasksieve.pipeline.curate.config import CurateConfig
+from tasksieve.pipeline.curate.stage_counts import StageSpec, curate_stages
 from tasksieve.pipeline.flags.adaptive import adaptive_config
 from tasksieve.pipeline.flags.reliability import ambiguity_config, strength_config
 from tasksieve.pipeline.flags.sampler import check_server_args, server_fields
@@ -133,9 +135,40 @@ def summary_json(manifest: Manifest, output: Path | str, manifest_path: str) -> 
     }
 
 
+def quiet_libraries(verbose: bool, quiet: bool, console: Console) -> None:
+    """Log levels: per-task lines with ``--verbose``, warnings by default, errors with ``--quiet``.
+
+    The stages log a line per task and per check under ``tasksieve`` at INFO; Beam, transformers
+    and friends log at WARNING. transformers reads ``TRANSFORMERS_VERBOSITY`` when it is first
+    imported (here or in a worker process), so it is set unless the caller set it.
+    """
+    level = logging.INFO if verbose else logging.ERROR if quiet else logging.WARNING
+    logging.basicConfig(
+        level=logging.ERROR if quiet else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=console, show_path=False, markup=False)],
+        force=True,
+    )
+    logging.getLogger("tasksieve").setLevel(level)
+    if not verbose:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    # A user error raised inside a stage is reported once, below, not as Beam's traceback.
+    logging.getLogger("apache_beam.runners").setLevel(logging.CRITICAL)
+    logging.getLogger("apache_beam.options.pipeline_options").setLevel(logging.ERROR)
+
+
+def stages_of(cfg: CurateConfig) -> list[StageSpec]:
+    """The stages the run's config builds, as the progress display shows them."""
+    mode = "episodes" if cfg.episodes.turns > 1 else "adaptive" if cfg.adaptive else "one-shot"
+    return curate_stages(
+        strength=cfg.strength.enabled, ambiguity=cfg.ambiguity.enabled, rollouts=mode
+    )
+
+
 def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     """Entry point of ``tasksieve curate``: 0 published, 2 user error, 3 internal error,
     4 data-quality expectations failed (not published)."""
+    from tasksieve.pipeline.curate.progress import CurateProgress
     from tasksieve.pipeline.curate.quality_gate import ExpectationsFailed
     from tasksieve.pipeline.curate.run import ConservationError, curate
     from tasksieve.pipeline.curate.summary import render_summary
@@ -144,24 +177,17 @@ def run_curate(args: argparse.Namespace, beam_args: Sequence[str]) -> int:
     from tasksieve.verifiers import SandboxUnavailable
 
     console = Console(stderr=True)
-    logging.basicConfig(
-        level=logging.WARNING,  # Beam, transformers and friends: warnings only
-        format="%(message)s",
-        handlers=[RichHandler(console=console, show_path=False, markup=False)],
-        force=True,
-    )
-    # Progress: every stage logs under "tasksieve" (per task as it is sampled and verified).
-    logging.getLogger("tasksieve").setLevel(logging.WARNING if args.quiet else logging.INFO)
-    logging.getLogger("transforms").setLevel(logging.WARNING if args.quiet else logging.INFO)
-    # A user error raised inside a stage is reported once, below, not as Beam's traceback.
-    logging.getLogger("apache_beam.runners").setLevel(logging.CRITICAL)
-    logging.getLogger("apache_beam.options.pipeline_options").setLevel(logging.ERROR)
+    quiet_libraries(args.verbose, args.quiet, console)
     try:
         cfg = curate_config(args, beam_args)
         if args.explain:
             print(cfg.dedup.explain(), file=sys.stderr)
-        with console.status("curating… (stages log as they go)", spinner="dots"):
+        if args.quiet:
             result = curate(cfg)
+        else:
+            with CurateProgress(stages_of(cfg), cfg.sampler.samples, console) as shown:
+                result = curate(cfg)
+            shown.print_summary(result.manifest.stage_counters)
     except (
         InputError,
         OutputExists,

@@ -17,13 +17,14 @@ from tasksieve.transforms.rollouts.adaptive import AdaptiveRollouts
 from tasksieve.transforms.rollouts.multi_turn import Episodes
 from tasksieve.transforms.rollouts.rounds import ROLLOUTS, Rollouts, Verify
 from tasksieve.transforms.runtime.common import REJECTED
+from tasksieve.transforms.runtime.progress import channel
 from tasksieve.transforms.write import Write
 
 
 def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     """Add every stage of the data flow to ``p``, writing below ``root``."""
     fp = cfg.fingerprint()
-    records = p | "Ingest" >> Ingest(cfg.inputs)
+    records = p | "Ingest" >> Ingest(cfg.inputs, progress=channel())
     valid = records | "Validate" >> Validate(run_id)
     exact = valid["ok"] | "ExactDedup" >> ExactDedup(run_id)
     near = exact["ok"] | "NearDedup" >> NearDedup(cfg.dedup, run_id)

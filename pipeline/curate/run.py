@@ -33,6 +33,7 @@ from tasksieve.pipeline.curate.counters import (
     read_counters,
     read_sandboxes,
 )
+from tasksieve.pipeline.curate.progress import pipeline_args as progress_args
 from tasksieve.pipeline.curate.quality_gate import refuse_if_failed, run_checks
 from tasksieve.pipeline.outputs.catalog.views import CATALOG_FILE, write_catalog
 from tasksieve.pipeline.outputs.report.page import write_report
@@ -186,7 +187,7 @@ def compact_rollout_cache(cfg: CurateConfig) -> None:
 
 
 def pipeline_options(cfg: CurateConfig) -> PipelineOptions:
-    args = [f"--runner={cfg.runner}", *cfg.beam_args]
+    args = [f"--runner={cfg.runner}", *cfg.beam_args, *progress_args()]
     if cfg.runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
         args.append("--direct_running_mode=in_memory")
     return PipelineOptions(args)

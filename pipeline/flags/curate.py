@@ -106,5 +106,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="run the data-quality checks (tasksieve check) before publishing; "
         "a failure keeps the run aside unpublished and exits 4 (default off)",
     )
-    p.add_argument("--quiet", "-q", action="store_true")
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also log a line per task and per check as the stages go (default: the progress "
+        "display and the summary)",
+    )
+    talk.add_argument(
+        "--quiet", "-q", action="store_true", help="no progress display: the summary and errors"
+    )
     add_format_flag(p, "summary on stdout: a table (text) or one JSON object (json)")

@@ -138,7 +138,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="torch threads on the CPU (default: torch's choice); 1 on a shared or "
         "oversubscribed machine, where idle-spinning threads can slow steps many times over",
     )
-    p.add_argument("--quiet", action="store_true", help="only errors on stderr")
+    talk = p.add_mutually_exclusive_group()
+    talk.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="transformers' own progress bar and every logged step (default: one progress "
+        "display with steps, reward and time left)",
+    )
+    talk.add_argument("--quiet", action="store_true", help="only errors on stderr")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -182,19 +182,22 @@ def _settings(args: argparse.Namespace, output: Path) -> Any:
         vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
         report_to=report,
         quiet=args.quiet,
+        verbose=args.verbose,
     )
 
 
 def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> int:
     import datasets
     import torch
+    from rich.console import Console
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from transformers.utils import logging as hf_logging
 
+    from tasksieve.pipeline.train.progress import StepProgress
     from tasksieve.pipeline.train.trainer import MetricsLog, TimedGRPOTrainer, grpo_config
     from tasksieve.transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
 
-    if args.quiet:
+    if not args.verbose:
         hf_logging.set_verbosity_error()
         # transformers' notices about renamed options TRL still passes (not ours to fix)
         warnings.filterwarnings("ignore", category=FutureWarning)
@@ -220,8 +223,10 @@ def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> 
         processing_class=tokenizer,
         callbacks=[MetricsLog(p.output / METRICS_FILE)],
     )
-    if args.quiet:  # with tqdm off, transformers prints every log row instead
+    if not args.verbose:  # with tqdm off, transformers prints every log row instead
         trainer.remove_callback(PrinterCallback)
+    if not args.verbose and not args.quiet:
+        trainer.add_callback(StepProgress(Console(stderr=True)))
     _say(args, f"training on {len(p.tasks)} tasks of run {p.manifest.run_id} ({model_id})")
     start = time.perf_counter()
     trainer.train()

@@ -41,6 +41,8 @@ class TrainSettings:
     vllm_gpu_memory_utilization: float = 0.3
     report_to: tuple[str, ...] = ()
     quiet: bool = False
+    verbose: bool = False
+    """transformers' own tqdm bar and per-step lines (else ``tasksieve train`` shows its own)."""
 
     def __post_init__(self) -> None:
         if self.num_generations < 2:
@@ -86,7 +88,7 @@ def grpo_config(s: TrainSettings) -> GRPOConfig:
         report_to=list(s.report_to) or "none",
         bf16=s.bf16,
         gradient_checkpointing=s.gradient_checkpointing,
-        disable_tqdm=s.quiet,
+        disable_tqdm=not s.verbose,
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
         **extra,

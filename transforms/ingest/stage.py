@@ -19,7 +19,7 @@ import apache_beam as beam
 from tasksieve.transforms.ingest.files import expand_inputs
 from tasksieve.transforms.ingest.readers import iter_source_records
 from tasksieve.transforms.ingest.records import SourceRecord
-from tasksieve.transforms.runtime.common import count
+from tasksieve.transforms.runtime.common import count, use_progress_channel
 
 log = logging.getLogger("tasksieve")
 
@@ -43,14 +43,16 @@ def read_counted(path: str) -> Iterator[SourceRecord]:
 class Ingest(beam.PTransform):
     """Read every record of the given files; a record that does not parse still flows on."""
 
-    def __init__(self, patterns: Sequence[str]) -> None:
+    def __init__(self, patterns: Sequence[str], progress: str | None = None) -> None:
         super().__init__()
         self.files = expand_inputs(patterns)
+        self.progress = progress
+        """The live progress channel to name to the workers (None: none)."""
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        files = pbegin | "Files" >> beam.Create(self.files)
         return (
-            pbegin
-            | "Files" >> beam.Create(self.files)
+            use_progress_channel(files, self.progress)
             | "Read" >> beam.FlatMap(read_counted)
             | "Spread" >> beam.Reshuffle()
         )

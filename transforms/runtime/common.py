@@ -1,13 +1,20 @@
-"""Small Beam helpers shared by the stages: counters and the rejected tag."""
+"""Small Beam helpers shared by the stages: counters and the rejected tag.
+
+Every count also goes to the live progress channel (``transforms.runtime.progress``), and every
+rejection once more as ``rejected@<stage>``, so a display can tell how far each stage is.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
+
+from tasksieve.transforms.runtime import progress
 
 NAMESPACE = "tasksieve"
 SANDBOX_NAMESPACE = "tasksieve.sandbox"  # one counter per distinct sandbox describe() JSON
@@ -17,6 +24,33 @@ REJECTED = "rejected"
 def count(name: str, value: int = 1) -> None:
     """Increment the Beam counter ``tasksieve:<name>`` (read back into the manifest)."""
     Metrics.counter(NAMESPACE, name).inc(value)
+    progress.report(name, value)  # live progress, when a channel is configured
+
+
+class _UseChannelFn(beam.DoFn):
+    """Pass elements on; on set-up, name the progress channel for this worker's process."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def setup(self) -> None:
+        progress.use(self.directory)
+
+    def teardown(self) -> None:
+        progress.flush()  # what this worker has pending, before a pool may end it
+        if progress.channel() == self.directory:
+            progress.use(None)
+
+    def process(self, element: Any) -> Iterator[Any]:
+        yield element
+
+
+def use_progress_channel(pcoll: beam.PCollection, directory: str | None) -> beam.PCollection:
+    """``pcoll`` unchanged; with a ``directory``, through a step that names the channel to the
+    worker processes that run it (see ``transforms.runtime.progress.use``)."""
+    if not directory:
+        return pcoll
+    return pcoll | "ProgressChannel" >> beam.ParDo(_UseChannelFn(directory))
 
 
 def count_sandbox(described: dict[str, Any]) -> None:
@@ -27,6 +61,7 @@ def count_sandbox(described: dict[str, Any]) -> None:
 def rejected(row: dict[str, Any]) -> pvalue.TaggedOutput:
     """Tag a rejection row for the stage's ``rejected`` output and count its reason."""
     count(f"rejected.{row['reason']}")
+    progress.report(f"rejected@{row['stage']}")
     return pvalue.TaggedOutput(REJECTED, row)
 
 
