@@ -11,6 +11,7 @@ installed package, not from the checkout).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import sysconfig
@@ -24,7 +25,9 @@ pytestmark = pytest.mark.slow
 
 
 def _run(argv: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    # no PYTHONPATH: the new environment must find tasksieve in its own site-packages only
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,9 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         "purelib"
     ]  # this environment's packages, appended after the venv's
     Path(purelib.stdout.strip(), "test-deps.pth").write_text(deps + "\n")
-    done = _run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], env)
+    # forced: the checkout's own editable install is visible through the path file
+    argv = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall"]
+    done = _run([*argv, str(wheel)], env)
     assert done.returncode == 0, done.stderr
     done = _run([str(python), "-m", "pip", "install", "-q", "verifiers"], env, timeout=900)
     if done.returncode != 0:

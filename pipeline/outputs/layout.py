@@ -35,6 +35,13 @@ class NotAnOutput(ValueError):
         super().__init__(f"{where}: not a tasksieve output: {why}")
 
 
+class UnreadableShard(NotAnOutput):
+    """A shard of a finished output cannot be read (corrupt, truncated, not Parquet)."""
+
+    def __init__(self, where: Path | str, why: str) -> None:
+        ValueError.__init__(self, f"{where}: not a readable Parquet shard ({why})")
+
+
 @dataclass(frozen=True)
 class RunLayout:
     """Where a curate output's run lives and what its manifest says.

@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasksieve.pipeline.outputs.layout import NotAnOutput, RunLayout
+from tasksieve.pipeline.outputs.layout import RunLayout, UnreadableShard
 from tasksieve.pipeline.outputs.report.checks import CHECKS_NAME
 from tasksieve.pipeline.outputs.report.checks import CheckRow as CheckItem  # one row of checks.json
 
@@ -95,7 +95,7 @@ def load_kind(run: RunLayout, kind: str) -> tuple[list[tuple[str, pa.Schema]], p
         try:
             table = pq.read_table(f)
         except (pa.ArrowException, OSError) as exc:
-            raise NotAnOutput(f, f"not a readable Parquet shard ({exc})") from exc
+            raise UnreadableShard(f, str(exc)) from exc
         schemas.append((str(f.relative_to(run.run_dir)), table.schema))
         if kind == "rollouts":
             table = _flatten_verdict(table)
