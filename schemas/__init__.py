@@ -15,6 +15,7 @@ from tasksieve.schemas.records import (
     Verdict,
     VerdictStatus,
 )
+from tasksieve.schemas.repo import RepoEnvironment, RepoSpec
 from tasksieve.schemas.reward import LimitPenalty, RewardComponents, RewardSpec, RuntimePenalty
 from tasksieve.schemas.task import (
     FAMILIES,
@@ -53,6 +54,8 @@ __all__ = [
     "RejectedRecord",
     "RewardComponents",
     "RewardSpec",
+    "RepoEnvironment",
+    "RepoSpec",
     "Rollout",
     "RuntimePenalty",
     "SourceInfo",

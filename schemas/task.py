@@ -12,15 +12,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tasksieve.schemas.repo import RepoSpec
 from tasksieve.schemas.reward import RewardSpec
 from tasksieve.schemas.strict import STRICT, JsonInt, JsonObject
 
 SCHEMA_VERSION = "1.0"
 
-Family = Literal["code", "sql", "api", "config"]
+Family = Literal["code", "sql", "api", "config", "repo"]
 FeedbackLevel = Literal["none", "summary", "failing"]
 """How much of a task's tests multi-turn feedback may reveal (``tasksieve.verifiers.feedback``)."""
-FAMILIES: tuple[str, ...] = ("code", "sql", "api", "config")
+FAMILIES: tuple[str, ...] = ("code", "sql", "api", "config", "repo")
 
 
 class _Strict(BaseModel):
@@ -294,7 +295,9 @@ class ConfigSpec(_Strict):
         return 1 + len(self.policies)
 
 
-VerifierSpec = Annotated[CodeSpec | SqlSpec | ApiSpec | ConfigSpec, Field(discriminator="family")]
+VerifierSpec = Annotated[
+    CodeSpec | SqlSpec | ApiSpec | ConfigSpec | RepoSpec, Field(discriminator="family")
+]
 
 
 class SourceInfo(_Strict):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO, Protocol
 
 from tasksieve.verifiers.sandbox.pipes import Pump, Reader
+from tasksieve.verifiers.sandbox.workspace import Workspace, WorkspaceSpec
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ class Capabilities:
     - ``whole_verifications``: the backend judges whole (task, solution) pairs itself (the
       sandbox service, ``tasksieve.verifiers.remote``): ``get_verifier`` returns its remote verifier
       instead of running a family verifier here.
+    - ``workspaces``: ``Sandbox.open_workspace`` opens a live copy-on-write workspace over a
+      snapshot with a persistent shell (``tasksieve.verifiers.sandbox.workspace``).
     """
 
     spawn: bool = False
@@ -88,6 +91,7 @@ class Capabilities:
     private_loopback: bool = False
     site_packages: tuple[str, ...] = ()
     whole_verifications: bool = False
+    workspaces: bool = False
 
 
 class PopenLike(Protocol):
@@ -195,6 +199,13 @@ class Sandbox(abc.ABC):
         appended. The tests process reports on ``results``; the candidate never holds it.
         """
         raise CapabilityMissing(f"sandbox {self.name!r} has no pair runs (paired_runs)")
+
+    def open_workspace(self, spec: WorkspaceSpec) -> Workspace:
+        """Open a live workspace over ``spec.snapshot`` (``capabilities.workspaces``).
+
+        The caller owns it and must ``close()`` it.
+        """
+        raise CapabilityMissing(f"sandbox {self.name!r} opens no workspaces (workspaces)")
 
     def describe(self) -> dict[str, str | bool]:
         """What isolation this sandbox gives, for the manifest."""

@@ -1,0 +1,1 @@
+"""The ``repo`` family: a repository snapshot, a problem statement and the tests that judge it."""
