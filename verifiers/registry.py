@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 from tasksieve.verifiers.families.base import UnsupportedFamily, Verifier
@@ -38,19 +39,28 @@ def make_sandbox(
     raise ValueError(f"unknown sandbox {name!r}; choose one of: {', '.join(SANDBOXES)}")
 
 
-FAMILIES_SUPPORTED: tuple[str, ...] = ("code", "sql", "config", "api")
+FAMILIES_SUPPORTED: tuple[str, ...] = ("code", "sql", "config", "api", "repo")
+SNAPSHOT_STORE_ENV = "TASKSIEVE_SNAPSHOT_STORE"
 
 
-def get_verifier(family: str, sandbox: Sandbox) -> Verifier:
+def get_verifier(family: str, sandbox: Sandbox, snapshot_store: str | None = None) -> Verifier:
     """A new verifier for a task family, running its executions in ``sandbox``.
 
     Some verifiers hold warm workers: reuse one per family (see ``VerifierCache``) and close it.
-    A backend with ``whole_verifications`` (the sandbox service) gets the remote verifier.
+    A backend with ``whole_verifications`` (the sandbox service) gets the remote verifier,
+    except for ``repo`` tasks: their snapshots live in a store on this side, so the repo
+    verifier runs here and sends each run through ``Sandbox.run`` (packed files).
+    ``snapshot_store`` is the repo family's store directory (None: ``$TASKSIEVE_SNAPSHOT_STORE``,
+    else none, and every repo task is rejected saying so).
     """
     if family not in FAMILIES_SUPPORTED:
         raise UnsupportedFamily(
             f"no verifier for family {family!r} (supported: {', '.join(FAMILIES_SUPPORTED)})"
         )
+    if family == "repo":
+        from tasksieve.verifiers.families.repo.verifier import RepoVerifier
+
+        return RepoVerifier(sandbox, snapshot_store or os.environ.get(SNAPSHOT_STORE_ENV) or None)
     if sandbox.capabilities.whole_verifications:
         from tasksieve.verifiers.remote import RemoteVerifier
 
@@ -79,15 +89,18 @@ def get_verifier(family: str, sandbox: Sandbox) -> Verifier:
 class VerifierCache:
     """One verifier per family over one sandbox, created on first use, closed together."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, snapshot_store: str | None = None) -> None:
         self.sandbox = sandbox
+        self.snapshot_store = snapshot_store
         self._verifiers: dict[str, Verifier] = {}
         self._lock = threading.Lock()
 
     def get(self, family: str) -> Verifier:
         with self._lock:
             if family not in self._verifiers:
-                self._verifiers[family] = get_verifier(family, self.sandbox)
+                self._verifiers[family] = get_verifier(
+                    family, self.sandbox, self.snapshot_store
+                )
             return self._verifiers[family]
 
     def close(self) -> None:
