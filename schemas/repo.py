@@ -1,4 +1,4 @@
-"""The ``repo`` family's verifier spec: a repository snapshot, an issue, and the tests that judge it.
+"""The ``repo`` family's spec: a repository snapshot, an issue, and the tests that judge it.
 
 A repo task names a snapshot of a code base by content hash (stored once in a snapshot store and
 shared by every task built on it), the environment its tests need, the test command, and two
