@@ -98,9 +98,7 @@ class VerifierCache:
     def get(self, family: str) -> Verifier:
         with self._lock:
             if family not in self._verifiers:
-                self._verifiers[family] = get_verifier(
-                    family, self.sandbox, self.snapshot_store
-                )
+                self._verifiers[family] = get_verifier(family, self.sandbox, self.snapshot_store)
             return self._verifiers[family]
 
     def close(self) -> None:

@@ -119,7 +119,9 @@ def run_gates(item: Item, verifier: Verifier, cfg: GatesConfig) -> tuple[list[Ga
 
 def _repo_reference(results: list[GateResult], verdicts: list[Any]) -> str:
     """A repo task's reference runs: asked ids that do not exist, then flaky tests."""
-    missing = sorted({i for v in verdicts if v.status in ("pass", "fail") for i in missing_tests(v)})
+    missing = sorted(
+        {i for v in verdicts if v.status in ("pass", "fail") for i in missing_tests(v)}
+    )
     if missing:
         detail = f"test ids that do not exist or do not collect: {', '.join(missing[:20])}"
         results.append(GateResult(gate="tests_exist", passed=False, detail=detail))
@@ -128,7 +130,10 @@ def _repo_reference(results: list[GateResult], verdicts: list[Any]) -> str:
     if flaky and any(v.passed for v in verdicts):
         shown = ", ".join(flaky[:20])
         results[-1] = results[-1].model_copy(
-            update={"detail": f"flaky tests (outcome differs between runs): {shown}; " + results[-1].detail}
+            update={
+                "detail": f"flaky tests (outcome differs between runs): {shown}; "
+                + results[-1].detail
+            }
         )
         return "gate.reference_flaky"
     return ""
@@ -198,6 +203,8 @@ class GatesFn(SandboxDoFn):
             return
         count("gates.passed")
         ref_s = next((g.duration_s for g in results if g.gate == "reference_passes"), None)
+        if isinstance(verifier, RepoVerifier):  # the prompt's file listing (families.repo.prompt)
+            item = replace(item, task=verifier.with_listing(item.task))
         yield replace(item, gates=[*item.gates, *results], reference_s=ref_s)
 
 

@@ -41,7 +41,9 @@ def test_no_store_says_how_to_give_one(sandbox: object, repo_task: TaskRecord) -
     assert reason == "repo.snapshot" and "--snapshot-store" in detail
 
 
-def test_altered_snapshot_is_refused(sandbox: object, repo_task: TaskRecord, tmp_path: Path) -> None:
+def test_altered_snapshot_is_refused(
+    sandbox: object, repo_task: TaskRecord, tmp_path: Path
+) -> None:
     store = SnapshotStore(tmp_path / "store")
     tree = build_repo(tmp_path / "repo")
     ref = store.put(tree)
@@ -57,15 +59,40 @@ def test_altered_snapshot_is_refused(sandbox: object, repo_task: TaskRecord, tmp
 @pytest.mark.parametrize(
     ("f2p", "p2p", "reason", "named"),
     [
-        (["tests/test_ops.py::test_sub", "tests/test_ops.py::test_nope"], [], "repo.tests_missing", "test_nope"),
-        (["tests/test_ops.py::test_sub", "tests/test_none.py::test_x"], [], "repo.tests_missing", "test_none.py"),
-        (["tests/test_ops.py::test_sub", "tests/test_ops.py::test_add"], [], "repo.fail_to_pass_passes_before", "test_add"),
-        (["tests/test_ops.py::test_sub"], ["tests/test_ops.py::test_sub_negative"], "repo.pass_to_pass_fails_before", "test_sub_negative"),
+        (
+            ["tests/test_ops.py::test_sub", "tests/test_ops.py::test_nope"],
+            [],
+            "repo.tests_missing",
+            "test_nope",
+        ),
+        (
+            ["tests/test_ops.py::test_sub", "tests/test_none.py::test_x"],
+            [],
+            "repo.tests_missing",
+            "test_none.py",
+        ),
+        (
+            ["tests/test_ops.py::test_sub", "tests/test_ops.py::test_add"],
+            [],
+            "repo.fail_to_pass_passes_before",
+            "test_add",
+        ),
+        (
+            ["tests/test_ops.py::test_sub"],
+            ["tests/test_ops.py::test_sub_negative"],
+            "repo.pass_to_pass_fails_before",
+            "test_sub_negative",
+        ),
     ],
 )
 def test_bad_test_selection_is_named(
-    f2p: list[str], p2p: list[str], reason: str, named: str,
-    repo_verifier: RepoVerifier, repo_store: SnapshotStore, tmp_path: Path,
+    f2p: list[str],
+    p2p: list[str],
+    reason: str,
+    named: str,
+    repo_verifier: RepoVerifier,
+    repo_store: SnapshotStore,
+    tmp_path: Path,
 ) -> None:
     task = make_task(repo_store, build_repo(tmp_path), f2p=f2p, p2p=p2p)
     got, detail = _gate(repo_verifier, task)
@@ -73,12 +100,15 @@ def test_bad_test_selection_is_named(
     assert named in detail
 
 
-FLAKY_TESTS = TESTS + '''
+FLAKY_TESTS = (
+    TESTS
+    + """
 
 def test_coin():
     import os
     assert os.urandom(1)[0] < 128
-'''
+"""
+)
 
 
 def test_a_flaky_test_is_named(
@@ -94,4 +124,7 @@ def test_a_flaky_test_is_named(
         if reason == "gate.reference_flaky":
             break
     assert reason == "gate.reference_flaky", detail
-    assert "flaky tests (outcome differs between runs): pass_to_pass:tests/test_ops.py::test_coin" in detail
+    assert (
+        "flaky tests (outcome differs between runs): pass_to_pass:tests/test_ops.py::test_coin"
+        in detail
+    )

@@ -42,7 +42,7 @@ def test_no_newline_at_end_of_file(tmp_path: Path) -> None:
 def test_all_or_nothing(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     patch = file_diff("pkg/new.py", None, "x\n") + file_diff("pkg/a.py", "zero\n", "0\n")
-    with pytest.raises(PatchError, match="pkg/a.py: hunk 1"):
+    with pytest.raises(PatchError, match=r"pkg/a\.py: hunk 1"):
         apply_patch(str(root), patch)
     assert not (root / "pkg" / "new.py").exists()
 

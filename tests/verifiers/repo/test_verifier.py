@@ -6,10 +6,17 @@ import pytest
 
 from tasksieve.schemas import TaskRecord
 from tasksieve.verifiers.families.repo.verifier import RepoVerifier
-from tests.verifiers.repo.repo_fixture import OPS_BUGGY, OPS_FIXED, REFERENCE, TESTS, file_diff
+from tests.verifiers.repo.repo_fixture import (
+    EDITED_TESTS,
+    OPS_BUGGY,
+    OPS_FIXED,
+    REFERENCE,
+    TESTS,
+    file_diff,
+)
 
 FIX = REFERENCE
-PLUGIN = '''import pytest
+PLUGIN = """import pytest
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -17,10 +24,12 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     rep.outcome = "passed"
-'''
+"""
 
 
-def test_reference_passes_with_a_check_per_test(repo_verifier: RepoVerifier, repo_task: TaskRecord) -> None:
+def test_reference_passes_with_a_check_per_test(
+    repo_verifier: RepoVerifier, repo_task: TaskRecord
+) -> None:
     v = repo_verifier.verify(repo_task, repo_task.reference_solution)
     assert v.status == "pass", v.detail
     assert (v.tests_passed, v.tests_total) == (4, 4)
@@ -32,7 +41,9 @@ def test_reference_passes_with_a_check_per_test(repo_verifier: RepoVerifier, rep
     }
 
 
-def test_empty_patch_fails_each_fail_to_pass(repo_verifier: RepoVerifier, repo_task: TaskRecord) -> None:
+def test_empty_patch_fails_each_fail_to_pass(
+    repo_verifier: RepoVerifier, repo_task: TaskRecord
+) -> None:
     v = repo_verifier.verify(repo_task, "")
     assert v.status == "fail"
     assert {c.name: c.detail for c in v.checks if not c.passed} == {
@@ -51,23 +62,21 @@ def test_patch_that_does_not_apply_fails_with_the_hunk(
     assert "patch does not apply" in v.detail and "mathlib/ops.py: hunk 1" in v.detail
 
 
-EDITED_TESTS = TESTS.replace("assert sub(5, 3) == 2", "assert True").replace(
-    "assert sub(3, 5) == -2", "assert True"
-)
 HACKS = {
     "edits the tests": file_diff("tests/test_ops.py", TESTS, EDITED_TESTS),
     "deletes the tests": file_diff("tests/test_ops.py", TESTS, None),
     "adds a conftest.py": file_diff(
-        "conftest.py", None, "import pytest\n\n\ndef pytest_runtest_call(item):\n    pass\n"
-        + PLUGIN
+        "conftest.py",
+        None,
+        "import pytest\n\n\ndef pytest_runtest_call(item):\n    pass\n" + PLUGIN,
     ),
     "adds a conftest.py under the package": file_diff("mathlib/conftest.py", None, PLUGIN),
-    "adds a pytest.ini": file_diff(
-        "pytest.ini", None, "[pytest]\naddopts = -p mathlib.hack\n"
-    )
+    "adds a pytest.ini": file_diff("pytest.ini", None, "[pytest]\naddopts = -p mathlib.hack\n")
     + file_diff("mathlib/hack.py", None, PLUGIN),
     "adds an auto-loaded pytest plugin": file_diff("hack.py", None, PLUGIN)
-    + file_diff("hack-1.0.dist-info/METADATA", None, "Metadata-Version: 2.1\nName: hack\nVersion: 1.0\n")
+    + file_diff(
+        "hack-1.0.dist-info/METADATA", None, "Metadata-Version: 2.1\nName: hack\nVersion: 1.0\n"
+    )
     + file_diff("hack-1.0.dist-info/entry_points.txt", None, "[pytest11]\nhack = hack\n"),
     "adds a .pth file": file_diff("mathlib.pth", None, "import mathlib.hack\n")
     + file_diff("mathlib/hack.py", None, "import os\nos._exit(0)\n"),
@@ -95,7 +104,9 @@ def test_a_solution_that_cheats_does_not_pass(
     assert v.status != "infra_error", (name, v.detail)
 
 
-def test_the_fix_passes_even_with_edited_tests(repo_verifier: RepoVerifier, repo_task: TaskRecord) -> None:
+def test_the_fix_passes_even_with_edited_tests(
+    repo_verifier: RepoVerifier, repo_task: TaskRecord
+) -> None:
     v = repo_verifier.verify(repo_task, FIX + HACKS["edits the tests"])
     assert v.status == "pass", v.detail
     assert "restored from the snapshot: tests/test_ops.py" in v.detail

@@ -43,7 +43,11 @@ def flaky_tests(verdicts: Sequence[Verdict]) -> list[str]:
 
 def empty_patch_problem(verdict: Verdict) -> tuple[str, str] | None:
     """(reason, detail) when the empty patch's verdict breaks the task, else None."""
-    passing = [c.name.split(":", 1)[1] for c in verdict.checks if c.name.startswith("fail_to_pass:") and c.passed]
+    passing = [
+        c.name.split(":", 1)[1]
+        for c in verdict.checks
+        if c.name.startswith("fail_to_pass:") and c.passed
+    ]
     if passing:
         return (
             "repo.fail_to_pass_passes_before",

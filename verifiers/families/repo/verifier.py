@@ -43,6 +43,7 @@ from tasksieve.verifiers.families.repo.environments import (
 )
 from tasksieve.verifiers.families.repo.outcomes import Outcome, outcomes_for, parse_lines
 from tasksieve.verifiers.families.repo.packing import PackCache, PackTooLarge
+from tasksieve.verifiers.families.repo.prompt import LISTING_KEY, file_listing
 from tasksieve.verifiers.families.repo.snapshots import SnapshotError, SnapshotStore
 from tasksieve.verifiers.sandbox.base import Limits, Sandbox
 from tasksieve.verifiers.sandbox.guest import bundle
@@ -128,6 +129,12 @@ class RepoVerifier(Verifier):
             except PackTooLarge as exc:
                 raise TaskProblem("repo.too_large", f"task {task.id}: {exc}") from exc
         return spec, tree, env
+
+    def with_listing(self, task: TaskRecord) -> TaskRecord:
+        """``task`` with its snapshot's file listing in ``metadata`` (``prompt.render_prompt``)."""
+        _spec, tree, _env = self._prepare(task)
+        meta = {**task.metadata, LISTING_KEY: file_listing(tree)}
+        return task.model_copy(update={"metadata": meta})
 
     # ------------------------------------------------------------------ verifying
     def verify(self, task: TaskRecord, solution: str) -> Verdict:
@@ -272,8 +279,14 @@ def judge(spec: RepoSpec, result: dict[str, Any]) -> Verdict:
     reported = parse_lines("\n".join(result.get("lines") or []))
     f2p = outcomes_for(spec.fail_to_pass, reported)
     p2p = outcomes_for(spec.pass_to_pass, reported)
-    checks = [CheckResult(name=f"fail_to_pass:{t}", passed=o == "passed", detail=o) for t, o in f2p.items()]
-    checks += [CheckResult(name=f"pass_to_pass:{t}", passed=o == "passed", detail=o) for t, o in p2p.items()]
+    checks = [
+        CheckResult(name=f"fail_to_pass:{t}", passed=o == "passed", detail=o)
+        for t, o in f2p.items()
+    ]
+    checks += [
+        CheckResult(name=f"pass_to_pass:{t}", passed=o == "passed", detail=o)
+        for t, o in p2p.items()
+    ]
     passed = sum(c.passed for c in checks)
     detail = _summary(f2p, p2p)
     tail = str(result.get("tail") or "")

@@ -23,6 +23,7 @@ non-zero exit).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -122,7 +123,7 @@ def restore(work: str, snap: str, links: dict[str, str], patterns: list[str]) ->
     snap_entries = _walk(snap)
     snap_entries.update({rel: "l" for rel in links})
     changed = []
-    for rel, kind in sorted(_walk(work).items()):
+    for rel in sorted(_walk(work)):
         if _protected(rel, regs) and rel not in snap_entries:
             _remove(os.path.join(work, rel))
             changed.append(rel)
@@ -220,17 +221,15 @@ def run_pytest(job: dict, work: str, scratch: str) -> dict:
             stdout=out,
             stderr=subprocess.STDOUT,
             close_fds=True,
-            preexec_fn=lambda: _limit(job["memory_mb"]),  # noqa: PLW1509 - no threads here
+            preexec_fn=lambda: _limit(job["memory_mb"]),
         )
         try:
             code: int | None = proc.wait(timeout=job["timeout_s"])
         except subprocess.TimeoutExpired:
             timed_out = True
             code = None
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         proc.wait()
     asked = set(job["ids"])
     asked_files = {i.split("::", 1)[0] for i in asked}
@@ -243,7 +242,7 @@ def run_pytest(job: dict, work: str, scratch: str) -> dict:
                     tid = rec["id"]
                 except (ValueError, KeyError, TypeError):
                     continue
-                if tid in asked or rec.get("phase") == "collect" and tid in asked_files | {""}:
+                if tid in asked or (rec.get("phase") == "collect" and tid in asked_files | {""}):
                     kept.append(line.rstrip("\n"))
     with open(log, "rb") as fh:
         fh.seek(max(0, os.path.getsize(log) - 3000))
