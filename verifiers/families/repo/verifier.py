@@ -159,6 +159,23 @@ class RepoVerifier(Verifier):
         verdict.duration_s = time.monotonic() - t0
         return verdict
 
+    def run_tests(
+        self, task: TaskRecord, solution: str, ids: list[str]
+    ) -> tuple[str, dict[str, Outcome]]:
+        """Run ``ids`` (test ids or whole test files) after ``solution``; every reported
+        outcome. The first item is ``ran``, or why not (``patch_failed``, ``timeout``,
+        ``infra``); raises ``TaskProblem`` when the task cannot run here."""
+        spec, tree, env = self._prepare(task)
+        spec = spec.model_copy(update={"fail_to_pass": list(ids), "pass_to_pass": []})
+        if self.sandbox.capabilities.workspaces:
+            result = self._run_workspace(spec, tree, env, solution)
+        else:
+            result = self._run_packed(spec, tree, env, solution)
+        status = str(result.get("status"))
+        if status != "ran":
+            return status, {}
+        return status, parse_lines("\n".join(result.get("lines") or []))
+
     def verify_workspace(self, task: TaskRecord, ws: Workspace) -> Verdict:
         """Judge an agent's final workspace: its diff against the snapshot is the solution."""
         try:

@@ -242,7 +242,11 @@ def run_pytest(job: dict, work: str, scratch: str) -> dict:
                     tid = rec["id"]
                 except (ValueError, KeyError, TypeError):
                     continue
-                if tid in asked or (rec.get("phase") == "collect" and tid in asked_files | {""}):
+                if (
+                    tid in asked
+                    or tid.split("::", 1)[0] in asked  # a whole file was asked for
+                    or (rec.get("phase") == "collect" and tid in asked_files | {""})
+                ):
                     kept.append(line.rstrip("\n"))
     with open(log, "rb") as fh:
         fh.seek(max(0, os.path.getsize(log) - 3000))
