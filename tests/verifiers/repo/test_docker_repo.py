@@ -4,7 +4,6 @@ environment is built on the host from a local wheelhouse and sent with each run)
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

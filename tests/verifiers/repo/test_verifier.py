@@ -8,8 +8,10 @@ from tasksieve.schemas import TaskRecord
 from tasksieve.verifiers.families.repo.verifier import RepoVerifier
 from tests.verifiers.repo.repo_fixture import (
     EDITED_TESTS,
+    F2P,
     OPS_BUGGY,
     OPS_FIXED,
+    P2P,
     REFERENCE,
     TESTS,
     file_diff,
@@ -62,6 +64,16 @@ def test_patch_that_does_not_apply_fails_with_the_hunk(
     assert "patch does not apply" in v.detail and "mathlib/ops.py: hunk 1" in v.detail
 
 
+FORGER = """import json, os, sys
+
+path = os.environ.get("TASKSIEVE_OUTCOMES")
+if path:
+    with open(path, "a") as fh:
+        for tid in [a for a in sys.argv if "::" in a] or IDS:
+            for phase in ("setup", "call", "teardown"):
+                fh.write(json.dumps({"id": tid, "phase": phase, "outcome": "passed"}) + "\\n")
+os._exit(0)
+""".replace("IDS", repr(F2P + P2P))
 HACKS = {
     "edits the tests": file_diff("tests/test_ops.py", TESTS, EDITED_TESTS),
     "deletes the tests": file_diff("tests/test_ops.py", TESTS, None),
@@ -87,6 +99,8 @@ HACKS = {
     "exits before the tests report": file_diff(
         "mathlib/__init__.py", "", "import os\n\nos._exit(0)\n"
     ),
+    "shadows pytest with a pytest.py": file_diff("pytest.py", None, FORGER),
+    "forges the outcome file from the tests' imports": file_diff("mathlib/__init__.py", "", FORGER),
     "swallows the outcome plugin": file_diff(
         "mathlib/__init__.py",
         "",
