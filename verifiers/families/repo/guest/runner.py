@@ -255,7 +255,7 @@ def run_pytest(job: dict, work: str, scratch: str) -> dict:
             stderr=subprocess.STDOUT,
             close_fds=True,
             pass_fds=(fd,),
-            preexec_fn=lambda: _limit(job["memory_mb"]),  # noqa: PLW1509 - no threads here
+            preexec_fn=lambda: _limit(job["memory_mb"]),  # the guest runs no threads
         )
         try:
             code: int | None = proc.wait(timeout=job["timeout_s"])
