@@ -143,7 +143,7 @@ class RepoDiffer:
         if len(files) > limit:
             files = sorted(random.Random(seed).sample(files, limit))
         why = "a test file of the repository, run whole"
-        return [Probe(f, f, origin="task", why=why, typical=True) for f in files]
+        return [Probe(f, f, origin="task", why=why, contracted=True, typical=True) for f in files]
 
     def observe(
         self, task: TaskRecord, solutions: Sequence[str], probes: Sequence[Probe], sandbox: Sandbox
