@@ -152,3 +152,25 @@ def test_a_repository_over_the_packed_limit_is_rejected(
     problem = small.task_problem(repo_task)
     assert problem is not None and problem.reason == "repo.too_large"
     assert repo_task.id in str(problem) and "workspaces" in str(problem)
+
+
+def test_test_time_writes_reach_neither_the_store_nor_the_next_run(
+    repo_verifier: RepoVerifier, repo_task: TaskRecord, repo_store: SnapshotStore
+) -> None:
+    stored = repo_store.path(repo_task.verifier.snapshot)  # type: ignore[union-attr]
+    targets = [str(stored / "tests" / "test_ops.py"), "../snap/tests/test_ops.py"]
+    vandal = "\n".join(
+        [
+            "for _p in " + repr(targets) + ":",
+            "    try:",
+            "        with open(_p, 'w') as _f:",
+            "            _f.write('def test_sub():\\n    pass\\n')",
+            "    except OSError:",
+            "        pass",
+            "",
+        ]
+    )
+    v = repo_verifier.verify(repo_task, FIX + file_diff("mathlib/__init__.py", "", vandal))
+    assert v.status == "pass", v.detail  # the fix is right; the writes went nowhere that counts
+    assert SnapshotStore(repo_store.root).path(repo_task.verifier.snapshot) == stored  # type: ignore[union-attr]
+    assert repo_verifier.verify(repo_task, "").status == "fail"
