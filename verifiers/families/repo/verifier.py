@@ -187,7 +187,7 @@ class RepoVerifier(Verifier):
             diff = ws.diff()
         except WorkspaceError as exc:
             return Verdict(status="infra_error", detail=f"workspace diff failed: {exc}")
-        return self.verify(task, diff)
+        return self.verify(task, drop_caches(diff))
 
     def _job(self, spec: RepoSpec, solution: str, pythonpath: list[str]) -> dict[str, Any]:
         return {
@@ -279,6 +279,24 @@ def _result(
     if limit_hit in ("wall", "cpu"):
         return {"status": "timeout", "detail": f"the run hit its {limit_hit} limit: {tail}"}
     return {"status": "infra", "detail": f"guest gave no report (exit {code}, {limit_hit}): {tail}"}
+
+
+_CACHE_PART = re.compile(r"(?:^|/)(?:__pycache__|\.pytest_cache|\.mypy_cache)/|\.py[co]$")
+
+
+def drop_caches(diff: str) -> str:
+    """``diff`` without the sections of interpreter and tool caches (``__pycache__``, ``*.pyc``,
+    ``.pytest_cache``) that an agent's commands leave in a workspace; sections start at
+    ``diff --git`` lines (a diff without them is returned as it is)."""
+    if "diff --git " not in diff:
+        return diff
+    sections = re.split(r"(?m)^(?=diff --git )", diff)
+    kept = [
+        s
+        for s in sections
+        if not (s.startswith("diff --git ") and _CACHE_PART.search(s.split("\n", 1)[0]))
+    ]
+    return "".join(kept)
 
 
 def not_found_ids(tail: str) -> list[str]:
