@@ -88,6 +88,7 @@ class RepoVerifier(Verifier):
         self.store = SnapshotStore(store) if isinstance(store, str | Path) else store
         self.packs = PackCache(max_bytes=max_packed_bytes)
         self._envs: dict[str, ResolvedEnv] = {}
+        self._env_errors: dict[str, str] = {}
 
     # ------------------------------------------------------------------ what a task needs
     def task_problem(self, task: TaskRecord) -> TaskProblem | None:
@@ -112,19 +113,23 @@ class RepoVerifier(Verifier):
             tree = self.store.path(spec.snapshot)
         except SnapshotError as exc:
             raise TaskProblem("repo.snapshot", f"task {task.id}: {exc}") from exc
-        key = f"{spec.environment.model_dump_json()}"
+        key = spec.environment.model_dump_json()
         env = self._envs.get(key)
         if env is None:
-            try:
-                env = resolve(
-                    spec.environment, self.store.root, self.sandbox.capabilities.site_packages
-                )
-            except EnvironmentBuildError as exc:
+            if key not in self._env_errors:  # a failed build is not retried for every task
+                try:
+                    env = resolve(
+                        spec.environment, self.store.root, self.sandbox.capabilities.site_packages
+                    )
+                except EnvironmentBuildError as exc:
+                    self._env_errors[key] = str(exc)
+            if env is None:
                 raise TaskProblem(
                     "repo.environment",
                     f"task {task.id}: environment {spec.environment.requirements} failed to "
-                    f"build; fix its requirements or pre-build it into the store: {exc}",
-                ) from exc
+                    f"build; fix its requirements or pre-build it into the store: "
+                    f"{self._env_errors[key]}",
+                )
             self._envs[key] = env
         if not self.sandbox.capabilities.workspaces:
             try:
