@@ -5,10 +5,12 @@ file and symlink, whether a file is executable, and its bytes (a symlink: its ta
 directories, owners, times and other mode bits do not count, so a snapshot checked out from git
 or unpacked from an archive hashes the same as the tree it was made from.
 
-A ``SnapshotStore`` keeps each tree under ``<root>/<hex>/`` read-only. ``put`` copies a tree in
+A ``SnapshotStore`` keeps each tree under ``<root>/<hex>/``. ``put`` copies a tree in
 (once; a second put of the same content is free) and returns its ``sha256:<hex>`` reference;
 ``path`` returns the stored tree after checking it still hashes to its name, so a snapshot that
-was changed or damaged after it was stored is refused, never used.
+was changed or damaged after it was stored is refused, never used. Stored files keep ordinary
+modes (owner-writable, the executable bit as in the tree): sandboxes bind the store read-only,
+and a workspace over it must show the tree as the repository has it, writable by its user.
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ class SnapshotStore:
                     os.symlink(os.readlink(p), target)
                 else:
                     shutil.copy2(p, target)
-            _read_only(tmp)
+            _normal_modes(tmp)
             if tree_digest(tmp) != ref:
                 raise SnapshotError(f"{tree}: changed while it was being stored")
             try:
@@ -122,7 +124,6 @@ class SnapshotStore:
                     raise
         finally:
             if tmp.exists():
-                _writable(tmp)
                 shutil.rmtree(tmp, ignore_errors=True)
         return ref
 
@@ -148,15 +149,11 @@ class SnapshotStore:
             return False
 
 
-def _read_only(root: Path) -> None:
+def _normal_modes(root: Path) -> None:
+    """Directories 0755, files 0644 or 0755 (executable), whatever umask the copy had."""
     for dirpath, _dirnames, filenames in os.walk(root):
+        Path(dirpath).chmod(0o755)
         for name in filenames:
             p = Path(dirpath) / name
             if not p.is_symlink():
-                p.chmod(p.stat().st_mode & ~0o222)
-        Path(dirpath).chmod(0o555)
-
-
-def _writable(root: Path) -> None:
-    for dirpath, _dirnames, _filenames in os.walk(root):
-        Path(dirpath).chmod(0o755)
+                p.chmod(0o755 if p.stat().st_mode & 0o111 else 0o644)
