@@ -23,6 +23,7 @@ import pyarrow as pa
 from apache_beam.io.parquetio import WriteToParquet
 
 from tasksieve.pipeline.eval.config import EvalConfig
+from tasksieve.schemas import Verdict
 from tasksieve.schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA
 from tasksieve.transforms.ingest.stage import Ingest
 from tasksieve.transforms.ingest.validate import Validate
@@ -33,6 +34,7 @@ from tasksieve.transforms.runtime.deadletter import Guarded
 from tasksieve.transforms.runtime.items import Item, rejection
 from tasksieve.transforms.samplers import Samples
 from tasksieve.transforms.write import with_fingerprint
+from tasksieve.verifiers.rewards import Reward, lint, reward
 
 META_SCHEMA = pa.schema(
     [
@@ -54,7 +56,9 @@ class EvalVerifyFn(VerifySamplesFn):
         if refused is not None:
             yield rejected(refused)
             return
-        _, verdicts, rows = self.verify_samples(item, samples)
+        solutions, verdicts, rows = self.verify_samples(item, samples)
+        if item.task.reward.style is not None:
+            self.add_style(item, solutions, verdicts, rows)
         for row in rows:
             yield beam.pvalue.TaggedOutput(ROLLOUTS, row)
         infra = [v for v in verdicts if v.status == "infra_error"]
@@ -73,6 +77,23 @@ class EvalVerifyFn(VerifySamplesFn):
                     n_requested=samples.requested,
                 )
             )
+
+    def add_style(
+        self, item: Item, solutions: list[str], verdicts: list[Verdict], rows: list[dict[str, Any]]
+    ) -> None:
+        """Lint the solutions in the sandbox (one run) and rescore the rows with the style.
+
+        Rows keep their reward without style (``style_checked`` false) when ruff cannot run."""
+        styles = lint(self.sandbox, solutions)
+        if styles is None:
+            count("eval.style_unmeasured")
+            return
+        count("eval.style_measured", len(styles))
+        for row, verdict, style in zip(rows, verdicts, styles, strict=True):
+            earned = reward(verdict, item.task.reward, item.reference_s, style)
+            if isinstance(earned, Reward):
+                row["reward"] = earned.value
+                row["reward_components"] = earned.components.model_dump()
 
 
 def meta_row(item: Item, pass_rates: dict[str, float]) -> dict[str, Any]:

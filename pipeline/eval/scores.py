@@ -26,7 +26,7 @@ from typing import Any
 from tasksieve.pipeline.eval.passk import pass_at_k
 
 FAILURE_KINDS = ("wrong", "error", "timeout", "protocol", "infra")
-COMPONENTS = ("base", "runtime_penalty", "limit_penalty")
+COMPONENTS = ("base", "runtime_penalty", "limit_penalty", "style_penalty")
 BUCKETS = ((0.25, "hard"), (0.75, "medium"), (1.01, "easy"))
 UNCALIBRATED = "uncalibrated"
 
