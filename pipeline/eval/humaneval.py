@@ -73,7 +73,7 @@ def replay_rows(samples: Iterable[dict[str, Any]]) -> Iterator[dict[str, str]]:
         if tid not in prompts:
             raise ValueError(f"sample {i}: unknown HumanEval task_id {tid!r}")
         program = prompts[tid] + str(sample["completion"])
-        yield {"task_id": tid, "completion": f"```python\n{program}\n```"}
+        yield {"task_id": str(tid), "completion": f"```python\n{program}\n```"}
 
 
 def replay_from_samples(samples: Path, replay: Path) -> int:
