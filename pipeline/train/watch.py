@@ -72,13 +72,17 @@ class HeldOutEval(TrainerCallback):
         model.eval()
         try:
             for t in self.tasks:
-                ids = self.tokenizer.apply_chat_template(
-                    messages(t.task), add_generation_prompt=True, return_tensors="pt"
-                ).to(model.device)
+                enc = self.tokenizer.apply_chat_template(
+                    messages(t.task),
+                    add_generation_prompt=True,
+                    return_tensors="pt",
+                    return_dict=True,
+                )
+                ids = enc["input_ids"].to(model.device)
                 with torch.no_grad():
                     gen = model.generate(
                         ids,
-                        attention_mask=torch.ones_like(ids),
+                        attention_mask=enc["attention_mask"].to(model.device),
                         max_new_tokens=self.max_new_tokens,
                         do_sample=False,
                         pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
