@@ -21,7 +21,7 @@ EPILOG = """\
 INPUT is one curated output (its kept tasks, with their curated pass rates for the
 difficulty buckets) or task files (validated first, as curate does). The output holds
 scores/ (one row per task: n, c, pass@k, failures, cost, rewards), rollouts/, rejected/,
-meta/, summary.json, manifest.json and catalog.duckdb.
+meta/, summary.json, manifest.json, catalog.duckdb and report.html.
 
 output (--format json): summary.json's object plus keys output and run_id.
 exit status: 0 published, 2 usage or input error, 3 internal error (a task lost)

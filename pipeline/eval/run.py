@@ -7,7 +7,8 @@ The layout of an eval output (published whole, like curate's: ``pipeline.outputs
 - ``meta/`` every task that entered (id, family, source, tags, curated pass rate);
 - ``scores/`` one row per scored task (``pipeline.eval.scores``);
 - ``summary.json`` the aggregates (``pipeline.eval.summary``);
-- ``manifest.json`` with ``"kind": "eval"``; ``catalog.duckdb`` (``pipeline.eval.catalog``).
+- ``manifest.json`` with ``"kind": "eval"``; ``catalog.duckdb`` (``pipeline.eval.catalog``);
+- ``report.html`` the summary as a page (``pipeline.eval.html``).
 
 Conservation: every task that entered is scored or rejected, never both; otherwise the run
 fails as an internal error and nothing is published.
@@ -32,6 +33,7 @@ from tasksieve.pipeline.curate.run import new_run_id, package_versions
 from tasksieve.pipeline.eval.build import build
 from tasksieve.pipeline.eval.catalog import write_catalog
 from tasksieve.pipeline.eval.config import EvalConfig
+from tasksieve.pipeline.eval.html import write_report
 from tasksieve.pipeline.eval.inputs import read_input
 from tasksieve.pipeline.eval.scores import COMPONENTS, FAILURE_KINDS, task_scores
 from tasksieve.pipeline.eval.summary import summarise
@@ -166,6 +168,7 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
         }
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         write_catalog(staging)
+        write_report(staging, summary, manifest)
     except BaseException as exc:
         kept = target.keep_failed(exc)
         if kept is not None:

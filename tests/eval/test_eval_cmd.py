@@ -113,3 +113,10 @@ def test_compare_refuses_what_is_not_an_eval(
 ) -> None:
     assert main(["eval", "compare", str(curated), str(eval_a)]) == 2
     assert "not an eval output" in capsys.readouterr().err
+
+
+def test_report_page_shows_every_family_without_scripts(eval_a: Path) -> None:
+    page = (eval_a / "report.html").read_text()
+    assert "<script" not in page and "Content-Security-Policy" in page
+    assert all(f"<td>{fam}</td>" in page for fam in FAMILIES)
+    assert 'img class="fig"' in page  # the pass@k figure (matplotlib is in the dev env)
