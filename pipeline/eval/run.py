@@ -103,12 +103,14 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
     target = target_for(cfg.output, run_id)
     target.check(cfg.overwrite)
     target.begin()
+    started_pipeline = False
     try:
         sandbox = cfg.sandbox.make()
         sandbox_info = dict(sandbox.describe())
         sandbox.close()
         p = beam.Pipeline(options=options)
         build(p, cfg, target.shards_root, run_id, given.items, given.pass_rates)
+        started_pipeline = True
         result = p.run()
         result.wait_until_finish()
         staging = target.local_dir()
@@ -170,6 +172,9 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
         write_catalog(staging)
         write_report(staging, summary, manifest)
     except BaseException as exc:
+        if not started_pipeline:  # nothing ran: a bad input or flag, nothing to inspect
+            target.discard()
+            raise
         kept = target.keep_failed(exc)
         if kept is not None:
             log.error("eval %s failed; its staging is kept for inspection in %s", run_id, kept)
