@@ -120,3 +120,11 @@ def test_report_page_shows_every_family_without_scripts(eval_a: Path) -> None:
     assert "<script" not in page and "Content-Security-Policy" in page
     assert all(f"<td>{fam}</td>" in page for fam in FAMILIES)
     assert 'img class="fig"' in page  # the pass@k figure (matplotlib is in the dev env)
+
+
+def test_a_missing_input_exits_2_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(eval_argv(tmp_path / "nowhere", tmp_path / "out", REPLAY)) == 2
+    assert "nowhere: no such file or directory" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == []
