@@ -22,6 +22,7 @@ logging.getLogger().setLevel(logging.ERROR)
 from tasksieve.pipeline.commands import check as check_cmd  # noqa: E402
 from tasksieve.pipeline.commands import completion as completion_cmd  # noqa: E402
 from tasksieve.pipeline.commands import decontaminate as decontam_cmd  # noqa: E402
+from tasksieve.pipeline.commands import eval as eval_cmd  # noqa: E402
 from tasksieve.pipeline.commands import indexes as contamination_cmd  # noqa: E402
 from tasksieve.pipeline.commands import query as query_cmd  # noqa: E402
 from tasksieve.pipeline.commands import report as report_cmd  # noqa: E402
@@ -44,6 +45,7 @@ RUNNERS: dict[str, str] = {
     "report": "tasksieve.pipeline.commands.report:run",
     "check": "tasksieve.pipeline.commands.check:run",
     "train": "tasksieve.pipeline.train.cli:run",
+    "eval": "tasksieve.pipeline.commands.eval:run",
     "serve": "tasksieve.pipeline.commands.serve:run",
 }
 
@@ -86,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.add_parser(sub)
     check_cmd.add_parser(sub)
     train_cli.add_parser(sub)
+    eval_cmd.add_parser(sub)
     serve_cmd.add_parser(sub)
     completion_cmd.add_parser(sub)
     return parser

@@ -51,7 +51,7 @@ ROOMS: dict[str, set[str]] = {
         "write",
         "reasons",
     },
-    "pipeline": {"cli", "flags", "commands", "curate", "outputs", "train"},
+    "pipeline": {"cli", "flags", "commands", "curate", "eval", "outputs", "train"},
 }
 # Rooms that must import neither Beam nor anything heavy at their top level.
 LIGHT = {

@@ -30,7 +30,9 @@ rewards:
 
 outputs (in --output):
   the model and tokenizer (safetensors), tasksieve_lineage.json, metrics.jsonl (one row per
-  logged step), completions.jsonl (every completion with its verdict and reward)
+  logged step; with --eval-tasks also one row per held-out evaluation: eval/pass_at_1,
+  eval/FAMILY/pass_at_1, eval/FAMILY/reward_mean), completions.jsonl (every completion with
+  its verdict and reward)
 
 exit status: 0 trained, 2 usage or input error, 3 verification infra failure
 """
@@ -91,6 +93,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=_fraction,
         default=0.05,
         help="band curriculum: least weight of any task (default 0.05)",
+    )
+    p.add_argument(
+        "--family-weights",
+        metavar="FAMILY=W[,...]",
+        help="weigh families in the training mix, e.g. code=1,sql=2 (others weigh 1); "
+        "tasks are then drawn with their family's weight (times the band weight)",
+    )
+    w = p.add_argument_group("watching training (held-out pass@1 per family)")
+    w.add_argument(
+        "--eval-tasks",
+        metavar="OUT_DIR",
+        help="a curate output of held-out tasks (no id may be a training task): each is "
+        "answered greedily and verified before training, every --eval-every steps and after",
+    )
+    w.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="steps between held-out evaluations (default: before and after training only)",
     )
     g = p.add_argument_group("verification")
     g.add_argument(

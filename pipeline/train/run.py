@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tasksieve.pipeline.flags.shared import url_list
-from tasksieve.pipeline.train.curriculum import schedule
+from tasksieve.pipeline.train.curriculum import parse_family_weights, schedule
 from tasksieve.pipeline.train.data import (
     TrainInputError,
     TrainTask,
@@ -34,7 +34,7 @@ from tasksieve.pipeline.train.data import (
 )
 from tasksieve.pipeline.train.exits import EXIT_INFRA, EXIT_OK, EXIT_USAGE
 from tasksieve.pipeline.train.rewards import RetryPolicy
-from tasksieve.schemas import Manifest
+from tasksieve.schemas import FAMILIES, Manifest
 from tasksieve.verifiers import SandboxConfig
 
 LINEAGE_FILE = "tasksieve_lineage.json"
@@ -53,6 +53,8 @@ class Plan:
     model_dir: Path | None  # None: the bundled model
     sandbox: SandboxConfig
     retry: RetryPolicy
+    held_out: list[TrainTask] | None = None
+    family_weights: dict[str, float] | None = None
 
 
 def _say(args: argparse.Namespace, msg: str) -> None:
@@ -82,6 +84,12 @@ def plan(args: argparse.Namespace) -> Plan:
 
     run, manifest = load_run(localize(args.tasks))  # a remote output: from a local copy
     tasks = read_tasks(run, families)
+    held_out = _held_out(args, tasks)
+    weights = None
+    if args.family_weights:
+        weights = parse_family_weights(args.family_weights, FAMILIES)
+        if not any(weights.get(t.task.family, 1.0) > 0 for t in tasks):
+            raise TrainInputError("--family-weights gives every training task weight 0")
     output = Path(args.output)
     check_output(output, args.overwrite)
     model_dir = Path(args.model) if args.model else None
@@ -103,7 +111,28 @@ def plan(args: argparse.Namespace) -> Plan:
         model_dir,
         sandbox,
         RetryPolicy(args.infra_retries, args.retry_backoff),
+        held_out,
+        weights,
     )
+
+
+def _held_out(args: argparse.Namespace, tasks: list[TrainTask]) -> list[TrainTask] | None:
+    """The ``--eval-tasks`` run's tasks, refused when one is also a training task."""
+    if args.eval_tasks is None:
+        if args.eval_every is not None:
+            raise TrainInputError("--eval-every needs --eval-tasks OUT_DIR")
+        return None
+    from tasksieve.pipeline.outputs.remote import localize
+
+    run, _ = load_run(localize(args.eval_tasks))
+    held = read_tasks(run)
+    both = sorted({t.task.id for t in held} & {t.task.id for t in tasks})
+    if both:
+        raise TrainInputError(
+            f"--eval-tasks {args.eval_tasks}: {len(both)} task(s) are also training tasks "
+            f"(e.g. {both[0]}); held-out tasks must not be trained on"
+        )
+    return held
 
 
 def lineage(p: Plan, args: argparse.Namespace, model_id: str) -> dict[str, Any]:
@@ -124,6 +153,8 @@ def lineage(p: Plan, args: argparse.Namespace, model_id: str) -> dict[str, Any]:
         "prompts_per_step": args.prompts_per_step,
         "curriculum": args.curriculum,
         "curriculum_floor": args.curriculum_floor,
+        "family_weights": p.family_weights,
+        "eval_tasks": sorted(t.task.id for t in p.held_out) if p.held_out else None,
         "seed": args.seed,
         "trl_version": version("trl"),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -211,6 +242,7 @@ def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> 
         args.curriculum,
         args.seed,
         args.curriculum_floor,
+        [p.family_weights.get(t.task.family, 1.0) for t in p.tasks] if p.family_weights else None,
     )
     dataset = datasets.Dataset.from_list(prompt_rows(p.tasks, order))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -227,6 +259,20 @@ def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> 
         trainer.remove_callback(PrinterCallback)
     if not args.verbose and not args.quiet:
         trainer.add_callback(StepProgress(Console(stderr=True)))
+    if p.held_out:
+        from tasksieve.pipeline.train.watch import HeldOutEval
+
+        trainer.add_callback(
+            HeldOutEval(
+                p.held_out,
+                reward_fn.verifier,
+                tokenizer,
+                args.eval_every or 0,
+                args.max_completion_length,
+                p.output / METRICS_FILE,
+                args.quiet,
+            )
+        )
     _say(args, f"training on {len(p.tasks)} tasks of run {p.manifest.run_id} ({model_id})")
     start = time.perf_counter()
     trainer.train()

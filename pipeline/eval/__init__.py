@@ -1,0 +1,1 @@
+"""``tasksieve eval``: measure a model on verifiable tasks, and compare two measurements."""
