@@ -50,6 +50,7 @@ ROOMS: dict[str, set[str]] = {
         "filter",
         "write",
         "reasons",
+        "synth",
     },
     "pipeline": {"cli", "flags", "commands", "curate", "eval", "outputs", "train"},
 }
