@@ -14,6 +14,7 @@ from tests.curate_flags import FAST
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "tasks"
 REPLAY = ROOT / "examples" / "replay" / "completions.jsonl"
+SNAPSHOTS = ROOT / "examples" / "snapshots"
 
 # file -> 1-based lines: per family one too easy, kept and too hard task; code.flatten and
 # code.word_frequencies so that the near and exact duplicates of problems.jsonl have their
@@ -24,6 +25,7 @@ SUBSET: dict[str, list[int]] = {
     "config.jsonl": [1, 3, 5],
     "sql.jsonl": [1, 3, 5],
     "problems.jsonl": list(range(1, 10)),
+    "repo.jsonl": [1, 12],
 }
 # Only lines the validate stage rejects: a run that keeps nothing and samples nothing.
 ALL_REJECTED: dict[str, list[int]] = {"problems.jsonl": [6, 7, 8, 9]}
@@ -38,6 +40,7 @@ def curate_lines(tmp: Path, lines: dict[str, list[int]]) -> Path:
         (inputs / name).write_text("".join(text[i - 1] + "\n" for i in wanted), "utf-8")
     out = tmp / "out"
     argv = ["curate", "--input", str(inputs), "--output", str(out), "--sampler", "replay"]
+    argv += ["--snapshot-store", str(SNAPSHOTS)]
     assert main([*argv, "--replay", str(REPLAY), "--samples", "4", "--quiet", *FAST]) == 0
     return out
 

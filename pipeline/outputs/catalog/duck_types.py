@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import pyarrow as pa
 from pydantic import BaseModel
 
+from tasksieve.schemas.repo import RepoSpec
 from tasksieve.schemas.task import ApiSpec, CodeSpec, ConfigSpec, SqlSpec
 
 FAMILY_SPECS: dict[str, type[BaseModel]] = {
@@ -23,6 +24,7 @@ FAMILY_SPECS: dict[str, type[BaseModel]] = {
     "sql": SqlSpec,
     "api": ApiSpec,
     "config": ConfigSpec,
+    "repo": RepoSpec,
 }
 
 _SIMPLE: dict[Any, str] = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN"}
