@@ -25,7 +25,6 @@ DETAIL = 900
 _QUOTED = re.compile(r"\"([^\"\n]*)\"|'([^'\n]*)'")
 _STAMP = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (\[\w+\]) \d+#\d+: ")
 _CHATTER = re.compile(r"\[(notice|info|debug|NOTICE|INFO)\]")
-HIDDEN_PREFIXES = ("probe:", "rule_test:")
 
 
 def server_lines(output: str, candidate: str, run: str, limit: int = 12) -> str:
