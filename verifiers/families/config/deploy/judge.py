@@ -56,7 +56,8 @@ def judge(spec: ConfigSpec, report: dict[str, Any], candidate: str) -> Verdict:
         rest = [_probe_check(p, got.get(p.name), spec.http) for p in spec.http.probes]
     else:
         ran = {t.get("name"): t for t in report.get("rule_tests", [])}
-        rest = [_rule_check(t.name, ran.get(t.name), report) for t in spec.rule_tests]
+        run = str(report.get("run", ""))
+        rest = [_rule_check(t.name, ran.get(t.name), run) for t in spec.rule_tests]
     checks = [CheckResult(name="deploy", passed=True), *rest]
     failed = [c for c in rest if not c.passed]
     if not failed:
@@ -100,18 +101,20 @@ def _deploy_problem(
     log = server_lines(str(report.get("server_log", "")), candidate, run)
     ready = report.get("ready")
     where = f"127.0.0.1:{spec.http.listen_port}"
-    if ready == "exited":
-        code = report.get("exit_code")
-        return f"the server exited (code {code}) before listening on {where}: {log}", "error"
-    if ready != "ready":
-        secs = f"{spec.http.ready_timeout_s:g}"
-        return f"the server was not listening on {where} within {secs} s: {log}", "error"
     binds = [b for b in report.get("binds", []) if b != where]
     if binds:
         return f"the server listens on {', '.join(binds)}; only {where} is allowed", "fail"
     spawned = report.get("spawned") or []
     if spawned:
         return f"the server started other programs: {', '.join(spawned)}", "fail"
+    if ready == "exited":
+        code = report.get("exit_code")
+        return f"the server exited (code {code}) before listening on {where}: {log}", "error"
+    if ready == "nowhere":
+        return f"the server started but listens nowhere (expected {where}): {log}", "error"
+    if ready != "ready":
+        secs = f"{spec.http.ready_timeout_s:g}"
+        return f"the server was not listening on {where} within {secs} s: {log}", "error"
     if not report.get("running"):
         code = report.get("exit_code")
         return f"the server stopped during the probes (code {code}; forked away?): {log}", "fail"
@@ -169,12 +172,13 @@ def _mismatch(probe: HttpProbe, got: dict[str, Any]) -> str | None:
     return None
 
 
-def _rule_check(name: str, got: dict[str, Any] | None, report: dict[str, Any]) -> CheckResult:
+def _rule_check(name: str, got: dict[str, Any] | None, run: str) -> CheckResult:
     check = f"rule_test:{name}"
     if got is None:
         return CheckResult(name=check, passed=False, detail="not run")
     if got.get("timeout"):
         return CheckResult(name=check, passed=False, detail="promtool ran out of time")
-    lines = [ln.strip() for ln in str(got.get("output", "")).splitlines() if ln.strip()]
+    output = str(got.get("output", "")).replace(run.rstrip("/") + "/", "") if run else ""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
     detail = "" if got.get("ok") else " | ".join(lines)
     return CheckResult(name=check, passed=bool(got.get("ok")), detail=detail[-300:])

@@ -45,6 +45,7 @@ from tasksieve.schemas import ConfigSpec, TaskRecord, Verdict
 from tasksieve.schemas.config_deploy import RuleTest
 from tasksieve.verifiers.families.config.deploy.guest import harness as deploy_harness
 from tasksieve.verifiers.families.config.deploy.judge import judge
+from tasksieve.verifiers.families.probes import ProbeInfraError
 from tasksieve.verifiers.sandbox.base import Limits, Sandbox
 from tasksieve.verifiers.sandbox.guest import bundle
 
@@ -123,7 +124,23 @@ class DeployVerifier:
         verdict.duration_s = time.monotonic() - t0
         return verdict
 
+    def report(self, spec: ConfigSpec, solution: str) -> dict[str, Any] | None:
+        """The harness's raw report of one trial (None when the config was not deployed).
+
+        Raises ``ProbeInfraError`` when the sandbox, harness or engine is broken."""
+        out = self._run(spec, solution)
+        if isinstance(out, Verdict):
+            if out.status == "infra_error":
+                raise ProbeInfraError(out.detail)
+            return None
+        return out
+
     def _trial(self, spec: ConfigSpec, solution: str) -> Verdict:
+        out = self._run(spec, solution)
+        return out if isinstance(out, Verdict) else judge(spec, out, solution)
+
+    def _run(self, spec: ConfigSpec, solution: str) -> Verdict | dict[str, Any]:
+        """The trial's report, or the verdict when there is none to judge."""
         total = spec.test_count()
         missing = missing_on_host(self.sandbox, spec.schema_kind)
         if missing:
@@ -157,7 +174,7 @@ class DeployVerifier:
         if report.get("infra_error"):
             why = str(report["infra_error"])[:500]
             return Verdict(status="infra_error", tests_total=total, detail=why)
-        return judge(spec, report, solution)
+        return report
 
 
 def _missing(binary: str, total: int, where: str = "on this machine") -> Verdict:

@@ -150,15 +150,24 @@ def http_trial(cfg: dict[str, Any], report: dict[str, Any]) -> None:
     skip = {1, os.getpid(), *_ancestors()}
     try:
         port = int(cfg["listen_port"])
-        state = wait_ready(port, lambda: server.poll() is None, cfg["ready_timeout_s"])
+        session = None if cfg.get("kill_all") else server.pid
+
+        def listening() -> list[str]:
+            return bound(tree(session, skip))
+
+        def settled() -> bool:  # nginx forks its workers once every socket is bound
+            return cfg["engine"] == "nginx" and len(tree(session, skip)) >= 2
+
+        alive = lambda: server.poll() is None  # noqa: E731
+        state = wait_ready(port, alive, listening, settled, cfg["ready_timeout_s"])
         report["ready"] = state
         if state == "ready":
             report["probes"] = [send_probe(port, p, cfg["probe_timeout_s"]) for p in cfg["probes"]]
             time.sleep(0.05)  # anything the server starts late is still seen below
-            pids = tree(None if cfg.get("kill_all") else server.pid, skip)
-            report["binds"] = bound(pids)
-            own = os.path.realpath(cfg["binary"])
-            report["spawned"] = sorted({exe(p) for p in pids if exe(p) != own} - {"?"})
+        pids = tree(session, skip)
+        report["binds"] = bound(pids)
+        own = os.path.realpath(cfg["binary"])
+        report["spawned"] = sorted({exe(p) for p in pids if exe(p) != own} - {"?"})
         report["running"] = server.poll() is None
         report["exit_code"] = server.returncode
     finally:

@@ -70,14 +70,24 @@ def start_stubs(upstreams: list[dict[str, Any]]) -> list[ThreadingHTTPServer]:
     return servers
 
 
-def wait_ready(port: int, alive: Any, timeout_s: float) -> str:
-    """``ready``, ``exited`` (``alive()`` turned False) or ``timeout``: polls a TCP connect."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
+def wait_ready(port: int, alive: Any, listening: Any, settled: Any, timeout_s: float) -> str:
+    """Polls a TCP connect: ``ready``, ``exited`` (``alive()`` turned False), ``elsewhere``
+    (``listening()`` names addresses, none of them 127.0.0.1:port), ``nowhere`` (``settled()``:
+    the server has finished starting, and it listens on nothing) or ``timeout``."""
+    start = time.monotonic()
+    polls = 0
+    while time.monotonic() < start + timeout_s:
         if not alive():
             return "exited"
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             return "ready"
+        polls += 1
+        if polls % 10 == 0 and time.monotonic() - start > 0.3:
+            held = listening()
+            if held and f"127.0.0.1:{port}" not in held:
+                return "elsewhere"
+            if not held and settled():
+                return "nowhere"
         time.sleep(0.02)
     return "timeout"
 
