@@ -8,9 +8,9 @@ read). Steps, each reported in one nonce-tagged JSON line at the end:
 
 1. ``refused``: every token of the config naming a path outside the run directory that
    exists in this view of the filesystem or lies below a system directory (``/etc/passwd``,
-   ``../../etc``, ``/usr/share/x``; glob patterns by their fixed prefix) stops the trial
-   before the server starts; ``/dev/null``, ``/dev/stdout`` and ``/dev/stderr`` are allowed
-   (writes to them reach nothing);
+   ``../../etc``, ``/usr/share/x``; glob patterns by their fixed prefix; any ``..`` that
+   climbs out; ``root /`` and ``alias /``) stops the trial before the server starts;
+   ``/dev/null``, ``/dev/stdout`` and ``/dev/stderr`` are allowed (writes reach nothing);
 2. ``syntax``: ``nginx -t`` / ``haproxy -c`` / ``promtool check rules`` and their output;
 3. nginx/haproxy: the stubs start, then the server in its own session; ``ready`` says whether
    it listened on 127.0.0.1:listen_port in time; each probe is sent in order, recording the
@@ -48,6 +48,7 @@ from tasksieve.verifiers.families.config.deploy.guest.stubs import (
 RUN = os.getcwd()
 CANDIDATE = os.path.join(RUN, "candidate.conf")
 HARMLESS = ("/dev/null", "/dev/stdout", "/dev/stderr")
+ROOTS = {"root", "alias"}  # nginx: a bare "/" after these serves the whole filesystem
 SYSTEM = {  # top-level directories of a Linux host: a path below one is a host file
     *("bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "media", "mnt"),
     *("opt", "proc", "root", "run", "sbin", "snap", "srv", "sys", "tmp", "usr", "var"),
@@ -77,20 +78,29 @@ def _paths(token: str) -> list[str]:
 
 
 def refused(text: str) -> list[str]:
-    """Tokens naming an existing path outside the run directory (see the module docstring)."""
+    """Tokens naming a path outside the run directory (see the module docstring)."""
     out: list[str] = []
     for line in text.splitlines():
-        for token in _strip_comment(line).translate(_SEPARATORS).split():
+        tokens = _strip_comment(line).translate(_SEPARATORS).split()
+        for i, token in enumerate(tokens):
+            if token.strip("\"'") == "/" and i and tokens[i - 1] in ROOTS:
+                out.append(f"{tokens[i - 1]} /")  # the filesystem root as a document root
             for p in _paths(token):
-                fixed = p.split("*")[0].split("?")[0].split("[")[0]
-                full = os.path.normpath(os.path.join(RUN, fixed))
-                if full in HARMLESS or full == RUN or full.startswith(RUN + os.sep):
-                    continue
-                parts = full.strip("/").split("/")
-                system = len(parts) > 1 and parts[0] in SYSTEM
-                if full != "/" and (system or os.path.lexists(full) or glob.glob(full + "*")):
+                if _outside(p):
                     out.append(p)
     return list(dict.fromkeys(out))[:20]
+
+
+def _outside(p: str) -> bool:
+    fixed = p.split("*")[0].split("?")[0].split("[")[0]
+    full = os.path.normpath(os.path.join(RUN, fixed))
+    if full in HARMLESS or full == RUN or full.startswith(RUN + os.sep):
+        return False
+    if ".." in p:
+        return True  # climbs out of the run directory
+    parts = full.strip("/").split("/")
+    system = len(parts) > 1 and parts[0] in SYSTEM
+    return full != "/" and (system or os.path.lexists(full) or bool(glob.glob(full + "*")))
 
 
 def _tail(data: bytes) -> str:
