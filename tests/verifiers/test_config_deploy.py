@@ -221,43 +221,43 @@ HAPROXY_OK = (
 )
 
 
-@pytest.mark.parametrize(
-    ("kind", "config", "status", "detail"),
-    [
-        ("nginx", "include /etc/passwd;\n" + NGINX_OK, "fail", "refused"),
-        ("nginx", "include ../../../../etc/hostname;\n" + NGINX_OK, "fail", "refused"),
-        ("nginx", NGINX_OK.replace("location / {", "location / { root /;"), "fail", "root /"),
-        (
-            "nginx",
-            NGINX_OK.replace("location / {", "ssl_certificate /etc/ssl/certs/x.pem; location / {"),
-            "fail",
-            "refused",
+HOSTILE = [
+    ("nginx", "include /etc/passwd;\n" + NGINX_OK, "fail", "refused"),
+    ("nginx", "include ../../../../etc/hostname;\n" + NGINX_OK, "fail", "refused"),
+    ("nginx", NGINX_OK.replace("location / {", "location / { root /;"), "fail", "root /"),
+    (
+        "nginx",
+        NGINX_OK.replace("location / {", "ssl_certificate /etc/ssl/certs/x.pem; location / {"),
+        "fail",
+        "refused",
+    ),
+    ("nginx", NGINX_OK.replace("127.0.0.1:8080", "8080"), "fail", "0.0.0.0:8080"),
+    ("nginx", NGINX_OK + "server { listen 127.0.0.1:8090; }\n", "fail", "127.0.0.1:8090"),
+    ("nginx", "daemon on;\n" + NGINX_OK, "error", "not allowed here"),
+    ("nginx", "server { listen 127.0.0.1:8080", "error", "config check"),
+    ("nginx", "", "error", "listens nowhere"),
+    ("haproxy", HAPROXY_OK.replace("defaults", "global\n  daemon\ndefaults"), "pass", ""),
+    (
+        "haproxy",
+        HAPROXY_OK.replace(
+            "defaults", "global\n  insecure-fork-wanted\n  external-check\ndefaults"
+        ).replace(
+            "server s", "option external-check\n  external-check command /bin/sh\n  server s"
         ),
-        ("nginx", NGINX_OK.replace("127.0.0.1:8080", "8080"), "fail", "0.0.0.0:8080"),
-        ("nginx", NGINX_OK + "server { listen 127.0.0.1:8090; }\n", "fail", "127.0.0.1:8090"),
-        ("nginx", "daemon on;\n" + NGINX_OK, "error", "not allowed here"),
-        ("nginx", "server { listen 127.0.0.1:8080", "error", "config check"),
-        ("nginx", "", "error", "listens nowhere"),
-        ("haproxy", HAPROXY_OK.replace("defaults", "global\n  daemon\ndefaults"), "pass", ""),
-        (
-            "haproxy",
-            HAPROXY_OK.replace(
-                "defaults", "global\n  insecure-fork-wanted\n  external-check\ndefaults"
-            ).replace(
-                "server s", "option external-check\n  external-check command /bin/sh\n  server s"
-            ),
-            "fail",
-            "refused",
-        ),
-        (
-            "haproxy",
-            HAPROXY_OK.replace("errorfile", "x") + "  errorfile 503 /etc/haproxy/e.http\n",
-            "fail",
-            "refused",
-        ),
-        ("haproxy", HAPROXY_OK.replace("127.0.0.1:8080", "0.0.0.0:8080"), "fail", "0.0.0.0"),
-    ],
-)
+        "fail",
+        "refused",
+    ),
+    (
+        "haproxy",
+        HAPROXY_OK.replace("errorfile", "x") + "  errorfile 503 /etc/haproxy/e.http\n",
+        "fail",
+        "refused",
+    ),
+    ("haproxy", HAPROXY_OK.replace("127.0.0.1:8080", "0.0.0.0:8080"), "fail", "0.0.0.0"),
+]
+
+
+@pytest.mark.parametrize(("kind", "config", "status", "detail"), HOSTILE)
 def test_hostile_and_broken_configs_get_a_verdict_and_leave_nothing(
     config_verifier, kind: str, config: str, status: str, detail: str
 ) -> None:
@@ -324,5 +324,15 @@ def test_docker_backend_deploys_the_examples(docker_verifier, task_id: str) -> N
     if verdict.status == "infra_error" and "not installed in the sandbox" in verdict.detail:
         pytest.skip(verdict.detail)  # an image built before the engines were added
     assert verdict.status == "pass", verdict.detail
-    hostile = docker_verifier.verify(task, "include /etc/passwd;\n" + task.reference_solution)
-    assert hostile.status in ("fail", "error") and "root:x:0:0" not in hostile.model_dump_json()
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(("kind", "config", "status", "detail"), HOSTILE)
+def test_docker_backend_gives_hostile_configs_the_same_verdicts(
+    docker_verifier, kind: str, config: str, status: str, detail: str
+) -> None:
+    verdict = docker_verifier.verify(_task(kind, HTTP), config)
+    if verdict.status == "infra_error" and "not installed in the sandbox" in verdict.detail:
+        pytest.skip(verdict.detail)  # an image built before the engines were added
+    assert (verdict.status, detail in verdict.detail) == (status, True), verdict.detail
+    assert "root:x:0:0" not in verdict.model_dump_json()
