@@ -269,6 +269,17 @@ def test_hostile_and_broken_configs_get_a_verdict_and_leave_nothing(
     assert _engine_pids() <= before  # nothing outlives the verification
 
 
+def test_a_sandbox_without_isolation_is_refused_as_infra_error() -> None:
+    from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
+
+    weak = ProcessSandbox(allow_weak_isolation=True, isolation="none", warm=False)
+    try:
+        verdict = ConfigVerifier(weak).verify(_task("nginx", HTTP), NGINX_OK)
+    finally:
+        weak.close()
+    assert verdict.status == "infra_error" and "network namespace" in verdict.detail
+
+
 def test_a_probe_that_never_gets_an_answer_fails_on_its_timeout(config_verifier) -> None:
     _needs("nginx")
     http = {**HTTP, "probe_timeout_s": 0.5}

@@ -23,7 +23,8 @@ after the probes; the server's session is killed at the end and, where the backe
 every run its own pid namespace, every process of the run.
 
 Status: ``infra_error`` when the engine binary is missing (with the command that installs
-it) or the sandbox/harness fails; ``timeout`` when the trial outlives ``deploy_timeout_s``;
+it), the sandbox has no isolation (``weak``: the server would share the host's loopback and
+files) or the sandbox/harness fails; ``timeout`` when the trial outlives ``deploy_timeout_s``;
 ``error`` when the server rejects the config or never becomes ready; ``fail`` for a refused
 or misbehaving deployment or any failed probe / rule test; else ``pass``.
 
@@ -142,6 +143,12 @@ class DeployVerifier:
     def _run(self, spec: ConfigSpec, solution: str) -> Verdict | dict[str, Any]:
         """The trial's report, or the verdict when there is none to judge."""
         total = spec.test_count()
+        if self.sandbox.describe().get("weak") is True:
+            why = (
+                "trial deployment needs a sandbox with its own network namespace and files "
+                "(this one runs without isolation: the server would bind the host's loopback)"
+            )
+            return Verdict(status="infra_error", tests_total=total, detail=why)
         missing = missing_on_host(self.sandbox, spec.schema_kind)
         if missing:
             return _missing(missing, total)
