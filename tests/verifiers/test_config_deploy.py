@@ -272,7 +272,8 @@ def test_hostile_and_broken_configs_get_a_verdict_and_leave_nothing(
 def test_a_sandbox_without_isolation_is_refused_as_infra_error() -> None:
     from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
-    weak = ProcessSandbox(allow_weak_isolation=True, isolation="none", warm=False)
+    with pytest.warns(RuntimeWarning, match="WEAK ISOLATION"):
+        weak = ProcessSandbox(allow_weak_isolation=True, isolation="none", warm=False)
     try:
         verdict = ConfigVerifier(weak).verify(_task("nginx", HTTP), NGINX_OK)
     finally:
