@@ -14,7 +14,8 @@ Probes (HTTP kinds only): requests the task's probes do not contain, made from t
 probe's path with ``/x`` appended and with its trailing slash toggled, plus ``/`` and a path
 no probe names. Observing runs one trial per solution with every probe (the same harness as
 the verifier) and records per probe the status, the stubs reached and the path they saw.
-Prometheus rules get no probes: promtool reports alerts only where a test expects others.
+Prometheus rules: the alerts firing at evaluation times the tests do not use
+(``deploy.rules``).
 
 It does NOT guard against: directives spread over several lines (nginx blocks written on one
 line are one statement per ``;``, the rest are left alone), or mutants that break the syntax
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 
 from tasksieve.schemas import ConfigSpec, TaskRecord
 from tasksieve.schemas.config_deploy import HttpExpect, HttpProbe
+from tasksieve.verifiers.families.config.deploy import rules
 from tasksieve.verifiers.families.config.deploy.verifier import DeployVerifier
 from tasksieve.verifiers.families.probes import Mutant, Observation, Probe
 from tasksieve.verifiers.sandbox.base import Sandbox
@@ -127,10 +129,10 @@ def mutants(task: TaskRecord, limit: int, seed: int) -> list[Mutant]:
 
 
 def probes(task: TaskRecord, limit: int, seed: int) -> list[Probe]:
-    """Extra requests for the HTTP kinds (module docstring); none for Prometheus rules."""
+    """Extra requests for the HTTP kinds, extra evaluation times for Prometheus rules."""
     spec = _spec(task)
     if spec.http is None:
-        return []
+        return rules.probes(task, limit, seed)
     seen = {p.path for p in spec.http.probes}
     found: list[str] = []
     for p in spec.http.probes:
@@ -151,8 +153,10 @@ def observe(
 ) -> list[list[Observation]]:
     """Per solution, per probe: status, stubs reached and the path they saw (one trial each)."""
     spec = _spec(task)
-    if spec.http is None or not found:
-        return [[Observation.not_run() for _ in found] for _ in solutions]
+    if not found:
+        return [[] for _ in solutions]
+    if spec.http is None:
+        return rules.observe(task, solutions, found, sandbox)
     extra = [
         HttpProbe(name=f"p{i}", path=str(p.payload["path"]), expect=HttpExpect(status=200))
         for i, p in enumerate(found)
