@@ -290,6 +290,17 @@ def test_a_probe_that_never_gets_an_answer_fails_on_its_timeout(config_verifier)
     assert "timed out" in verdict.checks[1].detail or "timeout" in verdict.checks[1].detail
 
 
+def test_rule_probes_tell_a_later_alert_from_the_reference(sandbox) -> None:
+    _needs("promtool")
+    task = TASKS["config_deploy.prom_instance_down"]
+    near = ("240s", "300s", "360s")  # around the 5 m boundary, to keep the trial short
+    probes = [p for p in differ.probes(task, 100, seed=0) if p.payload["eval_time"] in near]
+    late = task.reference_solution.replace("for: 5m", "for: 6m")
+    ref, mutant = differ.observe(task, [task.reference_solution, late], probes, sandbox)
+    apart = [p.payload["eval_time"] for p, a, b in zip(probes, ref, mutant, strict=True) if a != b]
+    assert set(apart) == {"300s"}
+
+
 def test_rule_check_errors_are_shown_and_rule_tests_counted(config_verifier) -> None:
     _needs("promtool")
     task = TASKS["config_deploy.prom_instance_down"]
