@@ -290,6 +290,17 @@ def test_a_probe_that_never_gets_an_answer_fails_on_its_timeout(config_verifier)
     assert "timed out" in verdict.checks[1].detail or "timeout" in verdict.checks[1].detail
 
 
+@pytest.mark.slow
+def test_a_trial_past_its_wall_clock_is_a_timeout_and_leaves_nothing(config_verifier) -> None:
+    _needs("nginx")
+    http = {**HTTP, "probe_timeout_s": 60.0}
+    slow = NGINX_OK.replace("location / {", "location / { limit_rate 1;")
+    before = _engine_pids()
+    verdict = config_verifier.verify(_task("nginx", http, deploy_timeout_s=0.5), slow)
+    assert verdict.status == "timeout" and verdict.limit_hit == "wall", verdict.detail
+    assert _engine_pids() <= before
+
+
 def test_rule_probes_tell_a_later_alert_from_the_reference(sandbox) -> None:
     _needs("promtool")
     task = TASKS["config_deploy.prom_instance_down"]
