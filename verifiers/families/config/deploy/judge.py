@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from tasksieve.schemas import CheckResult, ConfigSpec, Verdict, VerdictStatus
-from tasksieve.schemas.config_deploy import NO_UPSTREAM, HttpDeploy, HttpProbe
+from tasksieve.schemas.config_deploy import NO_UPSTREAM, HttpProbe
 
 DETAIL = 900
 _QUOTED = re.compile(r"\"([^\"\n]*)\"|'([^'\n]*)'")
@@ -53,7 +53,7 @@ def judge(spec: ConfigSpec, report: dict[str, Any], candidate: str) -> Verdict:
         return _verdict(status, checks, problem)
     if spec.http is not None:
         got = {p.get("name"): p for p in report.get("probes", [])}
-        rest = [_probe_check(p, got.get(p.name), spec.http) for p in spec.http.probes]
+        rest = [_probe_check(p, got.get(p.name)) for p in spec.http.probes]
     else:
         ran = {t.get("name"): t for t in report.get("rule_tests", [])}
         run = str(report.get("run", ""))
@@ -128,7 +128,7 @@ def _headers(pairs: list[list[str]]) -> dict[str, list[str]]:
     return out
 
 
-def _probe_check(probe: HttpProbe, got: dict[str, Any] | None, http: HttpDeploy) -> CheckResult:
+def _probe_check(probe: HttpProbe, got: dict[str, Any] | None) -> CheckResult:
     name = f"probe:{probe.name}"
     if got is None:
         return CheckResult(name=name, passed=False, detail="no result")
