@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tasksieve.schemas.repo import RepoSpec
+from tasksieve.schemas.config_deploy import HttpDeploy, RuleTest
 from tasksieve.schemas.reward import RewardSpec
 from tasksieve.schemas.strict import STRICT, JsonInt, JsonObject
 
@@ -271,28 +272,77 @@ class PolicyCheck(_Strict):
     value: Any = None
 
 
+DEPLOY_KINDS: tuple[str, ...] = ("nginx", "haproxy", "prometheus_rules")
+"""Config kinds judged by trial deployment (``verifiers.families.config.deploy``)."""
+
+
 class ConfigSpec(_Strict):
-    """A YAML/JSON configuration judged by a schema (Kubernetes or JSON Schema) and policies."""
+    """A configuration judged statically (a Kubernetes or JSON Schema, and policies) or by
+    trial deployment on the real engine (``nginx``, ``haproxy``: HTTP probes through stub
+    upstreams; ``prometheus_rules``: promtool rule unit tests).
+
+    The deploy kinds take the candidate as plain text: ``format`` ``text`` for nginx (the
+    contents of the ``http`` block: ``upstream``/``server``/``map`` blocks) and HAProxy (a whole
+    ``haproxy.cfg``), ``yaml`` for Prometheus rule files.
+    """
 
     family: Literal["config"] = "config"
-    format: Literal["yaml", "json"] = "yaml"
-    schema_kind: Literal["kubernetes", "jsonschema"]
+    format: Literal["yaml", "json", "text"] = "yaml"
+    schema_kind: Literal["kubernetes", "jsonschema", "nginx", "haproxy", "prometheus_rules"]
     kubernetes_version: str | None = None
     json_schema: dict[str, Any] | None = None
     policies: list[PolicyCheck] = Field(default_factory=list)
+    http: HttpDeploy | None = Field(
+        default=None, description="nginx/haproxy: listen port, stub upstreams and probes."
+    )
+    rule_tests: list[RuleTest] = Field(
+        default_factory=list, description="prometheus_rules: promtool test groups, one check each."
+    )
+    deploy_timeout_s: float = Field(
+        default=30.0, gt=0, le=300, description="Deploy kinds: wall-clock bound of one trial."
+    )
     max_bytes: JsonInt = Field(default=1_000_000, gt=0)
     max_depth: JsonInt = Field(default=64, gt=0)
 
     @model_validator(mode="after")
     def _schema_given(self) -> ConfigSpec:
-        if self.schema_kind == "jsonschema" and self.json_schema is None:
+        kind = self.schema_kind
+        if kind == "jsonschema" and self.json_schema is None:
             raise ValueError("schema_kind 'jsonschema' needs json_schema")
-        if self.schema_kind == "kubernetes" and not self.kubernetes_version:
+        if kind == "kubernetes" and not self.kubernetes_version:
             raise ValueError("schema_kind 'kubernetes' needs kubernetes_version, e.g. '1.29'")
+        _deploy_fields(self)
         return self
 
     def test_count(self) -> int:
+        if self.http is not None:
+            return 1 + len(self.http.probes)
+        if self.schema_kind == "prometheus_rules":
+            return 1 + len(self.rule_tests)
         return 1 + len(self.policies)
+
+
+def _deploy_fields(spec: ConfigSpec) -> None:
+    """The deploy kinds' fields are given exactly where they belong."""
+    kind = spec.schema_kind
+    want = {"nginx": "text", "haproxy": "text", "prometheus_rules": "yaml"}.get(kind)
+    if want is None:
+        if spec.format == "text":
+            raise ValueError(f"format 'text' is for nginx/haproxy tasks, not {kind!r}")
+        if spec.http is not None or spec.rule_tests:
+            raise ValueError(f"http and rule_tests are for the deploy kinds, not {kind!r}")
+        return
+    if spec.format != want:
+        raise ValueError(f"schema_kind {kind!r} needs format {want!r}")
+    if spec.policies or spec.json_schema is not None or spec.kubernetes_version:
+        raise ValueError(f"schema_kind {kind!r} takes no policies, json_schema, kubernetes_version")
+    if kind in ("nginx", "haproxy") and (spec.http is None or spec.rule_tests):
+        raise ValueError(f"schema_kind {kind!r} needs http (probes) and no rule_tests")
+    if kind == "prometheus_rules" and (spec.http is not None or not spec.rule_tests):
+        raise ValueError("schema_kind 'prometheus_rules' needs rule_tests and no http")
+    names = [t.name for t in spec.rule_tests]
+    if len(set(names)) != len(names):
+        raise ValueError(f"rule test names repeat: {names}")
 
 
 VerifierSpec = Annotated[

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,9 @@ CASES = [
     ("sql_unlock_config.sql", "sql.count_shipped"),
     ("config_billion_laughs.yaml", "config.k8s_deployment_limits"),
     ("config_python_tag.yaml", "config.k8s_deployment_limits"),
+    ("config_nginx_read_host_file.conf", "config_deploy.nginx_api_split"),
+    ("config_nginx_public_bind.conf", "config_deploy.nginx_api_split"),
+    ("config_haproxy_spawn.cfg", "config_deploy.haproxy_api_split"),
     ("api_real_endpoint.py", "api.s3_put_hello"),
     ("api_forge_state.py", "api.s3_put_hello"),
     ("code_exit_before_tests.py", "code.add"),
@@ -27,7 +31,8 @@ CASES = [
 
 
 def test_every_hostile_file_is_listed() -> None:
-    files = {p.name for p in HOSTILE.iterdir() if p.suffix in (".sql", ".yaml", ".py")}
+    kinds = (".sql", ".yaml", ".py", ".conf", ".cfg")
+    files = {p.name for p in HOSTILE.iterdir() if p.suffix in kinds}
     assert files == {f for f, _ in CASES}
 
 
@@ -36,6 +41,10 @@ def test_hostile_answer_is_contained(
     name: str, task_id: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     family = task_id.split(".")[0]
+    engine = {"config_deploy.nginx": "nginx", "config_deploy.haproxy": "haproxy"}
+    binary = engine.get(task_id.split("_api")[0])
+    if binary and shutil.which(binary, path="/usr/sbin:/usr/bin:/sbin:/bin") is None:
+        pytest.skip(f"{binary} is not installed: apt-get install -y {binary}")
     marker = Path("/tmp/pwned-by-yaml")
     marker.unlink(missing_ok=True)
     code = main(

@@ -12,6 +12,9 @@ again. How much of the task's hidden tests the message may reveal is the *level*
   a check name or a value;
 - ``failing``: adds the failing checks by name with their detail (each cut to
   ``CHECK_CHARS``, at most ``MAX_CHECKS``) and the verdict's detail (the error message).
+  Checks named with a ``HIDDEN_PREFIXES`` prefix (a trial-deployed config's HTTP probes and
+  rule tests) are only counted: their names and details describe the hidden requests; the
+  verdict's detail there holds the server's own error lines.
 
 The whole message is cut to ``MAX_CHARS``. What it does NOT guard against: a test whose own
 exception class name carries information (``summary`` shows type names), and a solution that
@@ -31,6 +34,7 @@ DEFAULT_LEVEL: FeedbackLevel = "summary"
 MAX_CHARS = 2000
 CHECK_CHARS = 300
 MAX_CHECKS = 5
+HIDDEN_PREFIXES = ("probe:", "rule_test:")
 
 _OUTCOME = {
     "fail": "Your answer ran but did not give the expected results.",
@@ -74,9 +78,13 @@ def error_types(verdict: Verdict, family: str) -> list[str]:
 
 def _failing_lines(verdict: Verdict) -> list[str]:
     failing = [c for c in verdict.checks if not c.passed]
+    hidden = [c for c in failing if c.name.startswith(HIDDEN_PREFIXES)]
+    failing = [c for c in failing if not c.name.startswith(HIDDEN_PREFIXES)]
     lines = [f"- {c.name}: {c.detail[:CHECK_CHARS]}".rstrip() for c in failing[:MAX_CHECKS]]
     if len(failing) > MAX_CHECKS:
         lines.append(f"- ... and {len(failing) - MAX_CHECKS} more failing checks")
+    if hidden:
+        lines.append(f"- {len(hidden)} hidden checks failed")
     return lines
 
 

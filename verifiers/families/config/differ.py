@@ -17,7 +17,9 @@ format (YAML through ``yaml.safe_dump_all``, JSON through ``json.dumps``).
 
 Solutions are loaded in this process by the verifier's own loader (``safe_yaml``) under the
 task's byte, depth and node caps, like ``config.judge``; nothing is executed, so ``observe``
-needs no sandbox. It does NOT guard against: the wall clock of loading (bounded only by those
+needs no sandbox. The trial-deployed kinds (nginx, HAProxy, Prometheus rules) have their own
+mutants and probes, ``config.deploy.differ``, observed by trial deployment in the sandbox. It
+does NOT guard against: the wall clock of loading (bounded only by those
 caps), or requirements the relevant paths do not cover (see ``config.paths``).
 """
 
@@ -33,6 +35,8 @@ from typing import Any
 import yaml
 
 from tasksieve.schemas import ConfigSpec, TaskRecord
+from tasksieve.schemas.task import DEPLOY_KINDS
+from tasksieve.verifiers.families.config.deploy import differ as deploy
 from tasksieve.verifiers.families.config.paths import Step, path_text, positions, relevant_paths
 from tasksieve.verifiers.families.config.policies import parse_quantity, same
 from tasksieve.verifiers.families.config.safe_yaml import ConfigLoadError, load_documents
@@ -106,6 +110,8 @@ class ConfigDiffer:
     def mutants(self, task: TaskRecord, limit: int, seed: int) -> list[Mutant]:
         """At most ``limit`` one-field mutants of the reference, deterministic for ``seed``."""
         spec = _spec(task)
+        if spec.schema_kind in DEPLOY_KINDS:
+            return deploy.mutants(task, limit, seed)
         try:
             docs = _load(spec, task.reference_solution)
         except ConfigLoadError:
@@ -148,6 +154,8 @@ class ConfigDiffer:
     def probes(self, task: TaskRecord, limit: int, seed: int) -> list[Probe]:
         """One probe per relevant path of the reference, policies first, at most ``limit``."""
         spec = _spec(task)
+        if spec.schema_kind in DEPLOY_KINDS:
+            return deploy.probes(task, limit, seed)
         try:
             docs = _load(spec, task.reference_solution)
         except ConfigLoadError:
@@ -172,6 +180,8 @@ class ConfigDiffer:
     ) -> list[list[Observation]]:
         """``result[i][j]``: the values ``solutions[i]`` holds at ``probes[j]``'s path."""
         spec = _spec(task)
+        if spec.schema_kind in DEPLOY_KINDS:
+            return deploy.observe(task, solutions, probes, sandbox)
         rows = []
         for sol in solutions:
             try:
@@ -183,7 +193,10 @@ class ConfigDiffer:
         return rows
 
     def agree(self, task: TaskRecord, a: Observation, b: Observation) -> bool:
-        """Same values at the path (quantity strings compared as numbers)."""
+        """Same values at the path (quantity strings compared as numbers); for the deploy kinds
+        the same response and upstream path."""
+        if _spec(task).schema_kind in DEPLOY_KINDS:
+            return a.ok == b.ok and a.value == b.value
         if not (a.ok and b.ok):
             return a.ok == b.ok and a.value == b.value
         return _same(json.loads(a.value), json.loads(b.value))

@@ -16,6 +16,9 @@ per verification, ``ConfigLimits.timeout_s``. Checks, in order, one ``CheckResul
   when absent), ``$ref`` resolved only inside the schema, ``format`` as annotation only;
 - ``policy:<id>`` for each policy (semantics in ``tasksieve.verifiers.families.config.policies``).
 
+The deploy kinds (``nginx``, ``haproxy``, ``prometheus_rules``) are judged instead by a trial
+deployment of the real engine in the sandbox: ``tasksieve.verifiers.families.config.deploy``.
+
 Verdict: every check passes -> ``pass``; otherwise ``fail`` with ``tests_passed`` /
 ``tests_total`` counted over all checks listed. A broken task (invalid JSON Schema, a
 Kubernetes version not shipped, malformed policies, a regex RE2 refuses) gives ``error`` with
@@ -49,7 +52,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasksieve.schemas import ConfigSpec, TaskRecord, Verdict
+from tasksieve.schemas.task import DEPLOY_KINDS
 from tasksieve.verifiers.families.base import Verifier
+from tasksieve.verifiers.families.config.deploy.verifier import DeployVerifier
 from tasksieve.verifiers.families.config.judge import parse_error
 from tasksieve.verifiers.families.config.safe_yaml import ConfigLoadError, check_bytes
 from tasksieve.verifiers.families.config.workers import WorkerFailed, WorkerPool, WorkerTimeout
@@ -115,6 +120,8 @@ class ConfigVerifier(Verifier):
         spec = task.verifier
         if not isinstance(spec, ConfigSpec):
             return Verdict(status="infra_error", detail=f"not a config task: {spec.family}")
+        if spec.schema_kind in DEPLOY_KINDS:  # trial deployment in the sandbox
+            return DeployVerifier(self.sandbox).verify(task, solution)
         t0 = time.monotonic()
         try:  # the byte cap first, here: no need to ship an oversized text to a worker
             check_bytes(solution, spec.max_bytes)
@@ -143,6 +150,8 @@ class ConfigVerifier(Verifier):
         """Empty text, ``{}``, and a bare document of the reference's kind without policy fields."""
         spec = task.verifier
         out = ["", "{}"]
+        if isinstance(spec, ConfigSpec) and spec.schema_kind in DEPLOY_KINDS:
+            return ["", "groups: []\n"] if spec.schema_kind == "prometheus_rules" else [""]
         if not isinstance(spec, ConfigSpec) or spec.schema_kind != "kubernetes":
             return out
         request = {

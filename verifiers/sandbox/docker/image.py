@@ -1,12 +1,14 @@
 """Build the ``docker`` sandbox image offline: a Debian minbase rootfs with python3, imported.
 
-``build_image`` runs ``debootstrap --variant=minbase`` against the Debian mirror apt already
-uses (or one given), so it needs root, ``debootstrap`` and a reachable Debian mirror but no
-image registry; the rootfs is streamed into ``docker import``. Users who can pull an image
-simply set ``TASKSIEVE_SANDBOX_IMAGE`` (it needs ``python3`` on the PATH; the sandbox's
-server is passed to it as ``python3 -c`` source, nothing is baked in). It does NOT verify
-package signatures beyond what debootstrap itself checks, and the image is not reproducible
-bit for bit (package versions follow the mirror).
+The image holds python3 and the engines of the trial-deployed config kinds (nginx, HAProxy,
+and promtool from the ``prometheus`` package). ``build_image`` runs ``debootstrap
+--variant=minbase`` against the Debian mirror apt already uses (or one given), so it needs
+root, ``debootstrap`` and a reachable Debian mirror but no image registry; the rootfs is
+streamed into ``docker import``. Users who can pull an image simply set
+``TASKSIEVE_SANDBOX_IMAGE`` (it needs ``python3`` on the PATH, and the engines for those config
+kinds; the sandbox's server is passed to it as ``python3 -c`` source, nothing is baked in). It
+does NOT verify package signatures beyond what debootstrap itself checks, and the image is not
+reproducible bit for bit (package versions follow the mirror).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 DEFAULT_IMAGE = "tasksieve-sandbox:latest"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 IMAGE_ENV = "TASKSIEVE_SANDBOX_IMAGE"
-PACKAGES = ("python3",)
+PACKAGES = ("python3", "nginx", "haproxy", "prometheus")  # engines: trial-deployed configs
 _CHANGES = [
     "USER 65534:65534",
     "WORKDIR /scratch",

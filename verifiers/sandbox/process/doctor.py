@@ -4,9 +4,12 @@
 util-linux programs (``unshare``, ``setpriv``, ``prlimit``), then starts a real sandbox run
 and reports the isolation it got. With ``--install`` and bubblewrap missing it installs it
 with ``apt-get`` when that needs no prompt (run as root, or ``sudo -n`` allowed), otherwise it
-prints the one command to run. Bubblewrap is not required: without it the ``unshare``
-fallback gives the same isolation (per-run, without the warm fork server). Exit status 0 when
-a namespace method works, 1 when none does (the message says why and how to fix it).
+prints the one command to run. It does the same for the engines of the trial-deployed config
+kinds (``ENGINES``: nginx, haproxy, promtool from the ``prometheus`` package); without one,
+tasks of that kind verify as ``infra_error`` naming the install command. Bubblewrap is not
+required: without it the ``unshare`` fallback gives the same isolation (per-run, without the
+warm fork server). Exit status 0 when a namespace method works, 1 when none does (the
+message says why and how to fix it).
 
 It does NOT change kernel settings (user namespaces switched off, an AppArmor rule against
 them): it names the failure and leaves the decision to the machine's owner.
@@ -29,6 +32,12 @@ PACKAGES = {  # program -> the Debian/Ubuntu package that ships it
     "setpriv": "util-linux",
     "prlimit": "util-linux",
 }
+ENGINES = {  # engine program -> its Debian/Ubuntu package (config tasks deployed on trial)
+    "nginx": "nginx",
+    "haproxy": "haproxy",
+    "promtool": "prometheus",
+}
+_SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"  # engines live in sbin, often off a user's PATH
 _MANAGERS = (  # package manager -> the install command for bubblewrap
     ("apt-get", "apt-get install -y bubblewrap"),
     ("dnf", "dnf install -y bubblewrap"),
@@ -50,6 +59,11 @@ def missing_programs(tools: HostTools) -> list[str]:
     return [name for name, path in found.items() if path is None]
 
 
+def missing_engines() -> list[str]:
+    """The config engines (``ENGINES``) found neither on PATH nor in the system bin dirs."""
+    return [n for n in ENGINES if not (shutil.which(n) or shutil.which(n, path=_SBIN))]
+
+
 def manual_command(root: bool) -> str:
     """The one command a user runs to install bubblewrap with this machine's package manager."""
     for manager, command in _MANAGERS:
@@ -58,8 +72,10 @@ def manual_command(root: bool) -> str:
     return "install bubblewrap with your system's package manager"
 
 
-def install_argv(root: bool, sudo_without_prompt: bool) -> list[list[str]] | None:
-    """The commands that install bubblewrap with no prompt, or ``None`` when none can.
+def install_argv(
+    root: bool, sudo_without_prompt: bool, packages: tuple[str, ...] = ("bubblewrap",)
+) -> list[list[str]] | None:
+    """The commands that install ``packages`` with no prompt, or ``None`` when none can.
 
     Only ``apt-get`` is run (Debian and Ubuntu); other systems get ``manual_command``.
     """
@@ -73,7 +89,7 @@ def install_argv(root: bool, sudo_without_prompt: bool) -> list[list[str]] | Non
         return None
     return [
         [*prefix, "apt-get", "update", "-qq"],
-        [*prefix, "apt-get", "install", "-y", "-qq", "--no-install-recommends", "bubblewrap"],
+        [*prefix, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
     ]
 
 
@@ -84,8 +100,8 @@ def _sudo_without_prompt() -> bool:
     return done.returncode == 0
 
 
-def _install(root: bool) -> bool:
-    steps = install_argv(root, not root and _sudo_without_prompt())
+def _install(root: bool, packages: tuple[str, ...] = ("bubblewrap",)) -> bool:
+    steps = install_argv(root, not root and _sudo_without_prompt(), packages)
     if steps is None:
         return False
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -93,7 +109,7 @@ def _install(root: bool) -> bool:
         print("doctor: running", " ".join(argv), flush=True)
         if subprocess.run(argv, env=env, check=False, stdout=subprocess.DEVNULL).returncode:
             return False
-    return shutil.which("bwrap") is not None
+    return True
 
 
 def probe() -> tuple[dict[str, str | bool] | None, str]:
@@ -119,9 +135,18 @@ def main(argv: list[str] | None = None) -> int:
     missing = missing_programs(HostTools.find(root))
     for name in missing:
         print(f"doctor: {name} not found (package {PACKAGES[name]})")
-    if "bwrap" in missing and args.install and _install(root):
+    if "bwrap" in missing and args.install and _install(root) and shutil.which("bwrap"):
         print("doctor: bubblewrap installed")
         missing.remove("bwrap")
+    engines = missing_engines()
+    if engines and args.install and _install(root, tuple(ENGINES[n] for n in engines)):
+        engines = missing_engines()
+    for name in engines:
+        print(
+            f"doctor: {name} not found (package {ENGINES[name]}): config tasks deployed on it "
+            f"verify as infra_error; to add it: {manual_command(root).split(' install')[0]} "
+            f"install -y {ENGINES[name]}"
+        )
     got, why = probe()
     if got is None:
         print(f"doctor: the process sandbox cannot isolate runs here: {why}", file=sys.stderr)
