@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tasksieve.schemas.repo import RepoSpec
 from tasksieve.schemas.config_deploy import HttpDeploy, RuleTest
+from tasksieve.schemas.repo import RepoSpec
 from tasksieve.schemas.reward import RewardSpec
 from tasksieve.schemas.strict import STRICT, JsonInt, JsonObject
 
