@@ -60,7 +60,7 @@ class ParDoSpec:
     sides: tuple[SideSpec, ...]
 
 
-class _Collect(Receiver):  # type: ignore[misc]
+class _Collect(Receiver):
     """Appends ``(tag, value)`` for every windowed value it receives."""
 
     def __init__(self, tag: str | None, out: list[tuple[str | None, Any]]) -> None:
@@ -71,7 +71,7 @@ class _Collect(Receiver):  # type: ignore[misc]
         self.out.append((self.tag, windowed_value.value))
 
 
-class _Receivers(dict):  # type: ignore[type-arg]
+class _Receivers(dict[str | None, _Collect]):
     """Tag -> receiver, made on first use (a DoFn may emit tags nobody declared up front)."""
 
     def __init__(self) -> None:

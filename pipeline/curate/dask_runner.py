@@ -137,7 +137,7 @@ def _refuse(node: AppliedPTransform, what: str) -> UnsupportedOnDask:
     return UnsupportedOnDask(f"--runner DaskRunner: step {node.full_label!r} {what}")
 
 
-class _Translate(PipelineVisitor):  # type: ignore[misc]
+class _Translate(PipelineVisitor):
     """Every leaf transform to partitions (keys of one task graph); the ParDos' counters are
     what is computed."""
 
@@ -164,10 +164,11 @@ class _Translate(PipelineVisitor):  # type: ignore[misc]
 
     def view(self, pcoll: pvalue.PCollection) -> list[Any]:
         """The partitions of one PCollection: the producer's, or their items of one tag."""
-        made = self.made[pcoll.producer]
+        producer: Any = pcoll.producer
+        made = self.made[producer]
         if not made.tagged:
             return made.parts
-        tag = next(t for t, pc in pcoll.producer.outputs.items() if pc is pcoll)
+        tag = next(t for t, pc in producer.outputs.items() if pc is pcoll)
         return [self.task(_pick, p, tag) for p in made.parts]
 
     def whole_of(self, pcoll: pvalue.PCollection) -> tuple[str, int]:
@@ -206,14 +207,15 @@ class _Translate(PipelineVisitor):  # type: ignore[misc]
         self.made[node] = made
 
     def pardo(self, node: AppliedPTransform, main: list[Any]) -> _Parts:
-        t = node.transform
+        t: Any = node.transform
         sig = DoFnSignature(t.fn)
         if sig.is_stateful_dofn() or sig.has_timers():
             raise _refuse(node, "uses state or timers, which the Dask path does not run")
         if t.fn._process_batch_defined:
             raise _refuse(node, "defines process_batch, which the Dask path does not run")
         for pc in node.main_inputs.values():
-            if not isinstance(pc.windowing.windowfn, GlobalWindows):
+            windowing: Any = getattr(pc, "windowing", None)
+            if windowing is not None and not isinstance(windowing.windowfn, GlobalWindows):
                 raise _refuse(node, "reads a PCollection windowed other than globally")
         sides = tuple(SideSpec(type(si), si._view_options()) for si in node.side_inputs)
         whole = [self.whole_of(si.pvalue) for si in node.side_inputs]
@@ -224,7 +226,7 @@ class _Translate(PipelineVisitor):  # type: ignore[misc]
         return _Parts(parts, True)
 
 
-class _Counters(MetricResults):  # type: ignore[misc]
+class _Counters(MetricResults):
     """The run's counters, summed per step, as committed (and attempted) values."""
 
     def __init__(self, values: dict[MetricKey, int]) -> None:
@@ -244,7 +246,7 @@ class _Counters(MetricResults):  # type: ignore[misc]
 
 
 @dataclass
-class DaskResult(PipelineResult):  # type: ignore[misc]
+class DaskResult(PipelineResult):
     """The running job: its future, and the counters once it finished."""
 
     client: Any
@@ -257,9 +259,11 @@ class DaskResult(PipelineResult):  # type: ignore[misc]
     def wait_until_finish(self, duration: int | None = None) -> str:
         timeout = None if duration is None else duration / 1000
         try:
-            per_bundle = self.client.gather(self.futures) if timeout is None else [
-                f.result(timeout=timeout) for f in self.futures
-            ]
+            per_bundle = (
+                self.client.gather(self.futures)
+                if timeout is None
+                else [f.result(timeout=timeout) for f in self.futures]
+            )
         except BaseException:
             self._state = PipelineState.FAILED
             raise
@@ -282,7 +286,7 @@ class DaskResult(PipelineResult):  # type: ignore[misc]
         return _Counters(self.counters)
 
 
-class DaskRunner(BeamDaskRunner):  # type: ignore[misc]
+class DaskRunner(BeamDaskRunner):
     """Beam's ``DaskRunner`` with the translation described in this module."""
 
     def run_pipeline(self, pipeline: beam.Pipeline, options: Any) -> DaskResult:

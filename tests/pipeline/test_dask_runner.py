@@ -60,7 +60,11 @@ def test_dask_run_kept_and_rejected_what_the_baseline_did(runs: tuple[Path, Path
     assert dask["counts"] == base["counts"]
     assert dask["rejected_by_reason"] == base["rejected_by_reason"]
     assert dask["counts"]["input"] == sum(len(ids) for ids in PICKED.values())
-    assert dask["runner"] == {"runner": "DaskRunner", "counters": "committed", "conservation": "exact"}
+    assert dask["runner"] == {
+        "runner": "DaskRunner",
+        "counters": "committed",
+        "conservation": "exact",
+    }
 
 
 def test_sandbox_stages_ran_in_the_cluster_workers(
@@ -85,5 +89,5 @@ def test_unsupported_primitives_are_refused_by_name(cluster: DaskCluster) -> Non
     opts = PipelineOptions([f"--dask_client_address={cluster.address}"])
     p = beam.Pipeline(runner=DaskRunner(), options=opts)
     _ = p | beam.Create([("a", 1)]) | "Remember" >> beam.ParDo(Stateful())
-    with pytest.raises(UnsupportedOnDask, match="Remember.*state or timers"):
+    with pytest.raises(UnsupportedOnDask, match=r"Remember.*state or timers"):
         p.run()
