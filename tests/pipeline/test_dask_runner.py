@@ -14,13 +14,13 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import apache_beam as beam
 import pytest
 
 from tasksieve.pipeline.curate.local_dask import DaskCluster, local_dask
 from tests.pipeline.test_runners import PICKED, _curate, _inputs, _rows
 
-pytest.importorskip("dask.distributed", reason="needs the dask extra")
+if not os.environ.get("CI"):  # CI installs the dask extra (make setup): there it must run
+    pytest.importorskip("dask.distributed", reason="needs the dask extra")
 
 pytestmark = pytest.mark.slow
 
@@ -72,22 +72,3 @@ def test_sandbox_stages_ran_in_the_cluster_workers(
 ) -> None:
     used = json.loads((runs[1] / "manifest.json").read_text())["sandbox"]["used_by_workers"]
     assert used and 1 <= sum(u["processes"] for u in used) <= len(cluster.worker_pids), used
-
-
-def test_unsupported_primitives_are_refused_by_name(cluster: DaskCluster) -> None:
-    from apache_beam.options.pipeline_options import PipelineOptions
-    from apache_beam.transforms import userstate
-
-    from tasksieve.pipeline.curate.dask_runner import DaskRunner, UnsupportedOnDask
-
-    class Stateful(beam.DoFn):  # type: ignore[misc]
-        SEEN = userstate.ReadModifyWriteStateSpec("seen", beam.coders.VarIntCoder())
-
-        def process(self, kv: tuple[str, int], seen: object = beam.DoFn.StateParam(SEEN)) -> None:
-            return None
-
-    opts = PipelineOptions([f"--dask_client_address={cluster.address}"])
-    p = beam.Pipeline(runner=DaskRunner(), options=opts)
-    _ = p | beam.Create([("a", 1)]) | "Remember" >> beam.ParDo(Stateful())
-    with pytest.raises(UnsupportedOnDask, match=r"Remember.*state or timers"):
-        p.run()
