@@ -23,6 +23,9 @@ translated, not assumed:
   of partitions in one plain task graph built in one pass, and partitions are kept to at most
   ``--dask_npartitions`` (default 4) at every Flatten and GroupByKey, so the graph grows with
   the pipeline's steps, not with their product.
+- Reshuffle: a no-op there, so every record of one input file stays in one partition (one
+  task at a time); here it deals the records round-robin over ``--dask_npartitions``
+  partitions (default 4), which the workers then run side by side.
 - GroupByKey: a shuffle by a hash of the pickled key, so grouping does not depend on each
   worker process's ``PYTHONHASHSEED``.
 
@@ -120,6 +123,15 @@ def _group(j: int, *splits: list[list[tuple[Any, Any]]]) -> list[tuple[Any, list
     return list(groups.values())
 
 
+def _deal(part: list[Any], n: int) -> list[list[Any]]:
+    """One partition's items dealt round-robin into ``n`` piles."""
+    return [part[i::n] for i in range(n)]
+
+
+def _take(j: int, *dealt: list[list[Any]]) -> list[Any]:
+    return [x for piles in dealt for x in piles[j]]
+
+
 def _concat(*parts: list[Any]) -> list[Any]:
     return [x for p in parts for x in p]
 
@@ -189,7 +201,11 @@ class _Translate(PipelineVisitor):
             made = _Parts([self.task(_concat, self.task(c)) for c in chunks], False)
         elif isinstance(t, _Flatten):
             made = _Parts(self.fewer([p for parts in inputs for p in parts]), False)
-        elif isinstance(t, _Reshuffle | _GroupAlsoByWindow):  # GBK output is grouped already
+        elif isinstance(t, _Reshuffle):  # dealt round-robin over the most partitions
+            n = self.most
+            dealt = [self.task(_deal, p, n) for p in inputs[0]]
+            made = _Parts([self.task(_take, j, *dealt) for j in range(n)], False)
+        elif isinstance(t, _GroupAlsoByWindow):  # the GroupByKey's output is grouped already
             made = _Parts(inputs[0], False)
         elif isinstance(t, _GroupByKeyOnly):
             n = max(1, min(len(inputs[0]), self.most))
