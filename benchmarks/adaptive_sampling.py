@@ -228,10 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r.per_task:.2f} | {r.saving:.1%} | {r.differ:.2%} | {r.wrong:.2%} |"
         )
     goal = [r for r in rows if r.saving >= 0.40 and r.differ <= 0.02]
-    print(
-        "\ngoal (>= 40% fewer samples, <= 2% differing labels) met by: "
-        + (overloaded() or ", ".join(f"{r.population} {r.band} {r.rule}" for r in goal) or "none")
-    )
+    met = "met by: " + (", ".join(f"{r.population} {r.band} {r.rule}" for r in goal) or "none")
+    print("\ngoal (>= 40% fewer samples, <= 2% differing labels) " + (overloaded() or met))
     print(stop_point_bound(populations["synthetic"], random.Random(args.seed + 1)))
     return 0
 

@@ -249,8 +249,9 @@ def overloaded() -> str | None:
 def run_reported(main: Callable[[], int | None], skip_if: str | None = None) -> int:
     """``main()`` inside ``machine_report()``, its exit status (None: 0). ``skip_if``: an
     argument (a child mode's flag) under which the script runs without the report, so a child
-    process prints only what its parent reads."""
-    if skip_if is not None and skip_if in sys.argv[1:]:
+    process prints only what its parent reads; ``--help`` runs without it too."""
+    asked = sys.argv[1:]
+    if (skip_if is not None and skip_if in asked) or {"-h", "--help"} & set(asked):
         return main() or 0
     with machine_report():
         return main() or 0

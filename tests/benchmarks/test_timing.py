@@ -59,6 +59,9 @@ def test_run_reported_wraps_main_but_not_a_child_mode(
     monkeypatch.setattr(sys, "argv", ["bench", "--child", "x"])
     assert timing.run_reported(lambda: 3, skip_if="--child") == 3
     assert capsys.readouterr().out == ""
+    monkeypatch.setattr(sys, "argv", ["bench", "--help"])
+    assert timing.run_reported(lambda: 0) == 0
+    assert capsys.readouterr().out == ""
     monkeypatch.setattr(sys, "argv", ["bench"])
     assert timing.run_reported(lambda: None) == 0
     out = capsys.readouterr().out
