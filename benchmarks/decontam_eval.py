@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass, replace
 
@@ -25,6 +26,7 @@ from benchmarks.short_rewordings import KINDS as KINDS_SHORT
 from benchmarks.short_rewordings import SHORT_COPIES, STRESS, Positive
 from benchmarks.short_rewordings import negatives as short_negatives
 from benchmarks.short_rewordings import positives as short_positives
+from benchmarks.timing import run_reported
 from tasksieve.transforms.decontam.sets import ContaminationIndex, IndexSettings, load_humaneval
 
 
@@ -239,4 +241,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(run_reported(main))

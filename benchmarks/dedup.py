@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -41,6 +42,7 @@ import numpy as np
 
 from benchmarks import decontam_eval
 from benchmarks.corpus import Pairs, ground_truth, make_corpus
+from benchmarks.timing import run_reported
 from tasksieve.transforms.algorithms.minhash import (
     EMPTY,
     MinHasher,
@@ -321,4 +323,4 @@ def _growth(fn: Method, texts: list[str], lo: int) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_reported(main))

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.timing import run_reported
 from tasksieve.transforms.algorithms.minhash import MinHasher
 from tasksieve.transforms.dedup.index_compact import compact_index
 from tasksieve.transforms.dedup.index_lookup import LoadedIndex
@@ -158,4 +160,4 @@ def dataclasses_replace(cfg: DedupConfig, lookup: str) -> DedupConfig:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_reported(main))

@@ -42,6 +42,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from benchmarks.timing import run_reported
 from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.reliability.gates import GatesConfig, run_gates
 from tasksieve.transforms.runtime.items import Item
@@ -331,4 +332,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_reported(main))

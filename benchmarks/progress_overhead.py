@@ -19,10 +19,11 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 
 from benchmarks.deadletter_overhead import guarded, one_run, scored
-from benchmarks.timing import command_line, machine_line
+from benchmarks.timing import command_line, machine_line, run_reported
 from tasksieve.transforms.runtime import progress
 from tasksieve.transforms.runtime.items import Scored
 
@@ -74,4 +75,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(run_reported(main))

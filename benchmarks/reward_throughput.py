@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.humaneval_jobs import problems, wrong_solution
-from benchmarks.timing import command_line, machine_line
+from benchmarks.timing import command_line, machine_line, run_reported
 from tasksieve.pipeline.train.rewards import BatchVerifier, RetryPolicy, VerifierReward, solution_of
 from tasksieve.schemas import TaskRecord
 from tasksieve.verifiers import SandboxConfig
@@ -202,4 +202,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_reported(main))

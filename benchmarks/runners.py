@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.timing import rotated
+from benchmarks.timing import rotated, run_reported
 from tasksieve.pipeline.curate.local_portable import local_portable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,4 +110,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_reported(main))

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from benchmarks.local_server import ServeProcess, free_port, serve_command
-from benchmarks.timing import command_line, machine_line, rotated
+from benchmarks.timing import command_line, machine_line, rotated, run_reported
 from tasksieve.transforms.samplers import (
     SamplerConfig,
     SampleRequest,
@@ -177,4 +177,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_reported(main))

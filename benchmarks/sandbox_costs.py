@@ -30,7 +30,7 @@ import tempfile
 import time
 
 from benchmarks.humaneval_jobs import jobs, problems
-from benchmarks.timing import command_line, machine_line
+from benchmarks.timing import command_line, machine_line, run_reported
 
 FLAGS = {  # from <sched.h>
     "none": 0,
@@ -199,4 +199,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_reported(main))

@@ -39,7 +39,7 @@ from typing import Any
 
 from benchmarks.scale_corpus import make_corpus, write_corpus
 from benchmarks.scale_project import ORDER, Assumptions, entering, projection
-from benchmarks.timing import command_line, machine_line
+from benchmarks.timing import command_line, machine_line, run_reported
 
 REJECTED_AT = {
     "validate": "Validate",
@@ -333,4 +333,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_reported(main, skip_if="--child"))

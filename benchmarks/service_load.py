@@ -39,6 +39,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from benchmarks.timing import run_reported
+
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "examples" / "tasks"
 FAMILIES = ("code", "sql", "config")
@@ -253,4 +255,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_reported(main))

@@ -33,7 +33,16 @@ from collections.abc import Callable
 
 from benchmarks import sql_setups as ss
 from benchmarks.sql_jobs import SqlJob, distinct_references, jobs
-from benchmarks.timing import Pass, best, command_line, machine_line, median, rotated, timed_pass
+from benchmarks.timing import (
+    Pass,
+    best,
+    command_line,
+    machine_line,
+    median,
+    rotated,
+    run_reported,
+    timed_pass,
+)
 from tasksieve.verifiers import get_verifier, make_sandbox
 
 LABELS = {
@@ -165,4 +174,4 @@ def report(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_reported(main))

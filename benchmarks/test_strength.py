@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from benchmarks.humaneval_jobs import Job, problems
+from benchmarks.timing import run_reported
 from tasksieve.verifiers.registry import get_differ, make_sandbox
 from tasksieve.verifiers.reliability import (
     AmbiguityConfig,
@@ -171,4 +172,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_reported(main))

@@ -26,6 +26,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from benchmarks.timing import run_reported
+
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "examples" / "tasks"
 CLI = [sys.executable, "-m", "tasksieve.pipeline.cli", "verify"]
@@ -121,4 +123,4 @@ def _count(statuses: list[str]) -> dict[str, int]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_reported(main))

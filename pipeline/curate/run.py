@@ -193,6 +193,18 @@ def pipeline_options(cfg: CurateConfig) -> PipelineOptions:
     return PipelineOptions(args)
 
 
+def _runner(name: str) -> Any:
+    """The runner object for ``--runner NAME`` where tasksieve adapts Beam's (Dask), else None
+    (Beam picks the runner by name)."""
+    from tasksieve.pipeline.flags.runner import is_dask
+
+    if not is_dask(name):
+        return None
+    from tasksieve.pipeline.curate.dask_runner import DaskRunner
+
+    return DaskRunner()
+
+
 def curate(cfg: CurateConfig) -> CurateResult:
     """Run the whole curation job and return where it went and its manifest.
 
@@ -214,7 +226,7 @@ def curate(cfg: CurateConfig) -> CurateResult:
         sandbox_info = dict(sandbox.describe())
         sandbox.close()
         compact_rollout_cache(cfg)
-        p = beam.Pipeline(options=options)
+        p = beam.Pipeline(runner=_runner(cfg.runner), options=options)
         build(p, cfg, target.shards_root, run_id)
         log.info("run %s: pipeline built; running on %s", run_id, cfg.runner)
         started_pipeline = True

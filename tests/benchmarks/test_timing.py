@@ -1,0 +1,72 @@
+"""The machine report every benchmark prints: load before and after, fork limit, goals."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+
+import pytest
+
+from benchmarks import timing
+
+
+def test_fork_limit_is_measured_by_forking() -> None:
+    rate = timing.fork_limit(seconds=0.2)
+    assert 1 < rate < 1_000_000
+
+
+def test_report_prints_before_and_after_lines_even_when_the_block_fails() -> None:
+    out = io.StringIO()
+    with pytest.raises(RuntimeError), timing.machine_report(fork_seconds=0.1, out=out):
+        raise RuntimeError("benchmark failed")
+    lines = out.getvalue().splitlines()
+    pattern = (
+        r"{}: \d+ cores, load average [\d.]+ [\d.]+ [\d.]+ \(1/5/15 min\), "
+        r"fork limit \d+ children/s \(warm interpreter, one child per execution\)"
+    )
+    assert re.fullmatch(pattern.format("before"), lines[0]), lines
+    assert any(re.fullmatch(pattern.format("after"), line) for line in lines[1:]), lines
+
+
+def test_goals_are_judged_only_within_the_core_count() -> None:
+    out = io.StringIO()
+    report = timing.MachineReport(fork_seconds=0, out=out)
+    report.cores = 10_000  # no machine has this load: judged
+    assert report.goal("proc/a", 3.2, 3.0).endswith("(target >= 3): met")
+    assert report.goal("proc/fork", 0.4, 0.5).endswith(": not met")
+    assert report.verdict(0.2, 0.3, higher=False) == "met"
+    report.cores = 1
+    report.before = (5000.0, 4.0, 3.0)  # the run started on an overloaded machine
+    assert report.goal("proc/a", 9.0, 3.0).endswith("not judged: load 5000.00 > 1 cores")
+    assert report.verdict(9.0, 3.0) == "not judged: load 5000.00 > 1 cores"
+
+
+def test_module_goal_uses_the_running_report(capsys: pytest.CaptureFixture[str]) -> None:
+    with timing.machine_report(fork_seconds=0) as report:
+        report.cores = 1
+        report.before = (7500.0, 0.0, 0.0)
+        line = timing.goal("x", 5.0, 1.0)
+        assert timing.overloaded() == "not judged: load 7500.00 > 1 cores"
+    assert line == "goal x: 5.00 (target >= 1): not judged: load 7500.00 > 1 cores"
+    out = capsys.readouterr().out
+    assert "fork limit not measured" in out and "no goal is judged" in out
+
+
+def test_run_reported_wraps_main_but_not_a_child_mode(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["bench", "--child", "x"])
+    assert timing.run_reported(lambda: 3, skip_if="--child") == 3
+    assert capsys.readouterr().out == ""
+    monkeypatch.setattr(sys, "argv", ["bench", "--help"])
+    assert timing.run_reported(lambda: 0) == 0
+    assert capsys.readouterr().out == ""
+    monkeypatch.setattr(sys, "argv", ["bench"])
+    assert timing.run_reported(lambda: None) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("before: ") and "\nafter: " in out
+
+
+def test_machine_line_keeps_its_form() -> None:
+    assert re.fullmatch(r"\d+ CPUs, load average \d+\.\d\d", timing.machine_line())
