@@ -134,6 +134,7 @@ class AgentEpisodesFn(SandboxDoFn):
         count("agent.episodes", len(episodes))
         count("agent.steps", sum(len(e.steps) for e in episodes))
         for e in episodes:
+            count(f"verify.{e.verdict.status if e.verdict else 'infra_error'}")
             for row in trajectory_rows(e, self.run_id, policy.model_id, item.reference_s):
                 yield beam.pvalue.TaggedOutput(TRAJECTORIES, row)
             row = rollout_row(e, self.run_id, policy.model_id, policy.name, item.reference_s)
