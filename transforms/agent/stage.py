@@ -146,8 +146,10 @@ class AgentEpisodesFn(SandboxDoFn):
             return
         scored, why = score_task(item, episodes, k, policy.model_id, self.band)
         if scored is None:
-            lost = sum(1 for e in episodes if e.verdict and e.verdict.status == "infra_error")
-            detail = f"{lost} of {len(episodes)} episodes hit an infra error; {why}"
+            bad = [e.verdict for e in episodes if e.verdict and e.verdict.status == "infra_error"]
+            lost = len(bad)
+            first = bad[0].detail if bad else ""
+            detail = f"{lost} of {len(episodes)} episodes hit an infra error ({first}); {why}"
             yield self._reject(item, "verify", "verify.infra_error", detail, len(episodes) - lost)
             return
         log.info("agent %s: %d of %d episodes passed", item.id, scored.k, scored.n)
