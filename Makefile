@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tasksieve-installed
 OUT    ?= out
 
-.PHONY: setup demo train-demo test test-fast lint typecheck docs unit schemas bench clean
+.PHONY: setup demo train-demo test test-fast lint typecheck docs unit schemas bench clean examples-repo
 
 setup: $(STAMP)
 
@@ -62,3 +62,8 @@ bench: setup
 
 clean:
 	rm -rf $(OUT) .mypy_cache .ruff_cache .pytest_cache
+
+# regenerate the synthesized repo tasks (examples/tasks/repo.jsonl, examples/snapshots/) from
+# three PyPI source distributions; needs network access to PyPI
+examples-repo: setup
+	examples/make_repo_tasks.sh $(PY)

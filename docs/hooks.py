@@ -86,6 +86,34 @@ REASON_DOCS: dict[str, tuple[str, str]] = {
         "the sandbox broke on every retry while running the reference (also written by the"
         " test-strength stage when an infra error leaves its whole measurement undecided)",
     ),
+    "repo.snapshot": (
+        "gates",
+        "a repo task's snapshot is not in the snapshot store (`--snapshot-store`), does not match"
+        " its hash, or no store was given; the detail names the task and the store",
+    ),
+    "repo.environment": (
+        "gates",
+        "a repo task's environment failed to build (`pip install --target`); the detail holds"
+        " pip's last lines",
+    ),
+    "repo.too_large": (
+        "gates",
+        "a repo task's snapshot (or environment) is over the size a packed run may send; use a"
+        " sandbox with workspaces or a smaller repository",
+    ),
+    "repo.tests_missing": (
+        "gates",
+        "test ids of a repo task that do not exist or do not collect on the reference; the"
+        " detail names them",
+    ),
+    "repo.fail_to_pass_passes_before": (
+        "gates",
+        "a repo task's `fail_to_pass` test already passes with the empty patch (named)",
+    ),
+    "repo.pass_to_pass_fails_before": (
+        "gates",
+        "a repo task's `pass_to_pass` test does not pass on the unchanged snapshot (named)",
+    ),
     "gate.weak_tests": (
         "test_strength",
         "the task's tests let too many mutants of the reference through (mutation score below"

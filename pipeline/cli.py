@@ -24,9 +24,11 @@ from tasksieve.pipeline.commands import completion as completion_cmd  # noqa: E4
 from tasksieve.pipeline.commands import decontaminate as decontam_cmd  # noqa: E402
 from tasksieve.pipeline.commands import indexes as contamination_cmd  # noqa: E402
 from tasksieve.pipeline.commands import query as query_cmd  # noqa: E402
+from tasksieve.pipeline.commands import repo_io as repo_io_cmd  # noqa: E402
 from tasksieve.pipeline.commands import report as report_cmd  # noqa: E402
 from tasksieve.pipeline.commands import sandbox as sandbox_cmd  # noqa: E402
 from tasksieve.pipeline.commands import serve as serve_cmd  # noqa: E402
+from tasksieve.pipeline.commands import synth as synth_cmd  # noqa: E402
 from tasksieve.pipeline.commands import validate as validate_cmd  # noqa: E402
 from tasksieve.pipeline.commands import verify as verify_cmd  # noqa: E402
 from tasksieve.pipeline.flags import curate as curate_args  # noqa: E402
@@ -45,6 +47,9 @@ RUNNERS: dict[str, str] = {
     "check": "tasksieve.pipeline.commands.check:run",
     "train": "tasksieve.pipeline.train.cli:run",
     "serve": "tasksieve.pipeline.commands.serve:run",
+    "synth": "tasksieve.pipeline.commands.synth:run",
+    "import": "tasksieve.pipeline.commands.repo_io:run_import",
+    "export": "tasksieve.pipeline.commands.repo_io:run_export",
 }
 
 
@@ -87,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     check_cmd.add_parser(sub)
     train_cli.add_parser(sub)
     serve_cmd.add_parser(sub)
+    synth_cmd.add_parser(sub)
+    repo_io_cmd.add_parser(sub)
     completion_cmd.add_parser(sub)
     return parser
 

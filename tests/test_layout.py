@@ -51,6 +51,7 @@ ROOMS: dict[str, set[str]] = {
         "filter",
         "write",
         "reasons",
+        "synth",
     },
     "pipeline": {"cli", "flags", "commands", "curate", "outputs", "train"},
 }

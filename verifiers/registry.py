@@ -98,9 +98,7 @@ class VerifierCache:
     def get(self, family: str) -> Verifier:
         with self._lock:
             if family not in self._verifiers:
-                self._verifiers[family] = get_verifier(
-                    family, self.sandbox, self.snapshot_store
-                )
+                self._verifiers[family] = get_verifier(family, self.sandbox, self.snapshot_store)
             return self._verifiers[family]
 
     def close(self) -> None:
@@ -110,11 +108,16 @@ class VerifierCache:
             self._verifiers.clear()
 
 
-def get_differ(family: str) -> Differ:
+def get_differ(family: str, snapshot_store: str | None = None) -> Differ:
     """The family's mutants, probes and observations (see ``tasksieve.verifiers.families.probes``).
 
     Each family keeps its differ in ``verifiers/families/<family>/differ.py``.
+    ``snapshot_store``: the repo family's store (None: ``$TASKSIEVE_SNAPSHOT_STORE``).
     """
+    if family == "repo":
+        from tasksieve.verifiers.families.repo.differ import RepoDiffer
+
+        return RepoDiffer(snapshot_store or os.environ.get(SNAPSHOT_STORE_ENV) or None)
     if family == "code":
         from tasksieve.verifiers.families.python.differ import PythonDiffer
 

@@ -21,6 +21,7 @@ from tasksieve.pipeline.curate.stage_counts import StageSpec, curate_stages
 from tasksieve.pipeline.flags.adaptive import adaptive_config
 from tasksieve.pipeline.flags.agent import agent_config
 from tasksieve.pipeline.flags.reliability import ambiguity_config, strength_config
+from tasksieve.pipeline.flags.repo import snapshot_store
 from tasksieve.pipeline.flags.sampler import check_server_args, server_fields
 from tasksieve.pipeline.flags.shared import dedup_config, url_list
 from tasksieve.pipeline.flags.turns import episode_config
@@ -101,6 +102,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
             allow_weak_isolation=args.allow_weak_isolation,
             workers=args.sandbox_workers,
             urls=url_list(args.sandbox_url),
+            snapshot_store=snapshot_store(args, args.input),
         ),
         sampler=SamplerConfig(
             backend=args.sampler,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from tasksieve.pipeline.flags.repo import add_snapshot_store_flag
 from tasksieve.pipeline.flags.shared import FORMATS, positive_int
 
 EXIT_PASS = 0  # every verdict is pass
@@ -70,6 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--sandbox", default="process", help="sandbox backend (default: process)")
     p.add_argument("--allow-weak-isolation", action="store_true")
+    add_snapshot_store_flag(p)
     p.add_argument(
         "--format", choices=FORMATS, default="json", help="verdict format (default json)"
     )

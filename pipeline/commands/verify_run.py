@@ -32,6 +32,7 @@ from tasksieve.pipeline.commands.verify_inputs import (
     load_tasks,
     solution_text,
 )
+from tasksieve.pipeline.flags.repo import snapshot_store
 from tasksieve.schemas import Verdict
 from tasksieve.transforms.ingest.files import InputError
 from tasksieve.verifiers import SandboxUnavailable, UnsupportedFamily, make_sandbox
@@ -96,8 +97,9 @@ def run_single(args: argparse.Namespace) -> int:
     try:
         task = load_task(args.task, args.task_id)
         text = solution_text(args.solution)
+        store = snapshot_store(args, [args.task])
         sandbox = make_sandbox(args.sandbox, allow_weak_isolation=args.allow_weak_isolation)
-        cache = VerifierCache(sandbox)
+        cache = VerifierCache(sandbox, store)
         try:
             verdict = cache.get(task.family).verify(task, text)
         finally:
@@ -180,10 +182,11 @@ def run_batch(args: argparse.Namespace) -> int:
         return _error(f"{args.solutions}: no solutions")
     started = time.perf_counter()
     try:
+        store = snapshot_store(args, [args.task])
         sandbox = make_sandbox(args.sandbox, allow_weak_isolation=args.allow_weak_isolation)
     except (SandboxUnavailable, ValueError) as e:
         return _error(str(e))
-    cache = VerifierCache(sandbox)
+    cache = VerifierCache(sandbox, store)
     try:
         for family in sorted(families):
             cache.get(family)  # unsupported families fail here, before any solution runs

@@ -11,6 +11,7 @@ from tasksieve.pipeline.commands.decontaminate import add_decontam_flags
 from tasksieve.pipeline.flags.adaptive import add_adaptive_flags
 from tasksieve.pipeline.flags.agent import add_agent_flags
 from tasksieve.pipeline.flags.reliability import add_reliability_flags
+from tasksieve.pipeline.flags.repo import add_snapshot_store_flag
 from tasksieve.pipeline.flags.sampler import add_server_flags
 from tasksieve.pipeline.flags.shared import add_dedup_flags, add_format_flag
 from tasksieve.pipeline.flags.turns import add_episode_flags
@@ -100,6 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--sandbox-workers", type=int, default=2)
     p.add_argument("--allow-weak-isolation", action="store_true")
+    add_snapshot_store_flag(p)
     p.add_argument("--runner", default="DirectRunner", help="Beam runner (default DirectRunner)")
     p.add_argument(
         "--expectations",

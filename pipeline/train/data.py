@@ -25,6 +25,7 @@ from tasksieve.pipeline.outputs.layout import RunLayout
 from tasksieve.schemas import FAMILIES, SCHEMA_VERSION, CodeSpec, CuratedTask, Manifest, TaskRecord
 from tasksieve.transforms.samplers.config import SampleRequest
 from tasksieve.transforms.samplers.prompts import render_messages
+from tasksieve.verifiers.families.repo.prompt import render_prompt
 
 # the columns read from the shards: everything CuratedTask.task_record needs, plus the scores
 COLUMNS = (
@@ -138,7 +139,8 @@ def entry_point(task: TaskRecord) -> str | None:
 
 def messages(task: TaskRecord) -> list[dict[str, str]]:
     """The chat messages the curation samplers send for ``task``."""
-    return render_messages(SampleRequest(task.id, task.family, task.prompt, entry_point(task)))
+    prompt = render_prompt(task)
+    return render_messages(SampleRequest(task.id, task.family, prompt, entry_point(task)))
 
 
 def prompt_rows(tasks: Sequence[TrainTask], order: Sequence[int]) -> list[dict[str, Any]]:

@@ -98,9 +98,9 @@ def ambiguity_check(report: AmbiguityReport, cfg: AmbiguityConfig) -> AmbiguityC
     )
 
 
-def _differ(family: str) -> Differ | None:
+def _differ(family: str, snapshot_store: str | None = None) -> Differ | None:
     try:
-        return get_differ(family)
+        return get_differ(family, snapshot_store)
     except (UnsupportedFamily, ImportError):
         return None
 
@@ -125,7 +125,7 @@ class _DifferFn(SandboxDoFn):
         if self.remote:
             count(f"{stage}.remote")
             return None
-        found = _differ(family)
+        found = _differ(family, self.sandbox_cfg.snapshot_store)
         if found is None:
             count(f"{stage}.unsupported")
         return found

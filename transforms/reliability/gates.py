@@ -6,6 +6,12 @@ Each run (and each trivial solution) that hits ``infra_error`` is retried under
 ``GatesConfig.retry`` (``verifiers.retry``): a broken environment is not flakiness. One that
 still fails after its retries rejects the task as ``gate.infra_error`` with the errors met.
 Counters: ``gates.retries``, ``gates.retry_recovered``, ``gates.retry_exhausted``.
+
+Repo tasks (``verifiers.families.repo``) also need their snapshot and environment
+(``repo.snapshot``, ``repo.environment``, ``repo.too_large``, checked before any run), at least
+two reference runs (a test whose outcome differs between them is named as flaky), every asked
+test id reported (``repo.tests_missing``), and the empty patch judged test by test
+(``repo.fail_to_pass_passes_before``, ``repo.pass_to_pass_fails_before``).
 """
 
 from __future__ import annotations
@@ -18,11 +24,18 @@ from typing import Any
 import apache_beam as beam
 
 from tasksieve.schemas import CodeSpec, GateResult, TaskRecord
+from tasksieve.schemas.repo import RepoSpec
 from tasksieve.transforms.runtime.common import count, rejected
 from tasksieve.transforms.runtime.deadletter import Guarded
 from tasksieve.transforms.runtime.items import Item, rejection
 from tasksieve.transforms.runtime.worker_sandbox import SandboxDoFn
 from tasksieve.verifiers import SandboxConfig, Verifier
+from tasksieve.verifiers.families.repo.gate_checks import (
+    empty_patch_problem,
+    flaky_tests,
+    missing_tests,
+)
+from tasksieve.verifiers.families.repo.verifier import RepoVerifier
 from tasksieve.verifiers.retry import RetryOutcome, RetryPolicy, verify_with_retry
 
 log = logging.getLogger("tasksieve.gates")
@@ -55,8 +68,15 @@ def run_gates(item: Item, verifier: Verifier, cfg: GatesConfig) -> tuple[list[Ga
         results.append(GateResult(gate="enough_tests", passed=ok, detail=f"{n_tests} tests"))
         if not ok:
             return results, "gate.too_few_tests"
+    repo = isinstance(spec, RepoSpec)
+    if repo and isinstance(verifier, RepoVerifier):
+        problem = verifier.task_problem(task)
+        if problem is not None:
+            results.append(GateResult(gate="repo_task", passed=False, detail=str(problem)[:1000]))
+            return results, problem.reason
     ref = task.reference_solution
-    runs = [_verify(verifier, task, ref, cfg) for _ in range(cfg.reference_runs)]
+    n_runs = max(cfg.reference_runs, 2) if repo else cfg.reference_runs
+    runs = [_verify(verifier, task, ref, cfg) for _ in range(n_runs)]
     outcomes = [r.verdict for r in runs]
     passes = sum(v.passed for v in outcomes)
     exhausted = [r for r in runs if r.exhausted]
@@ -70,6 +90,10 @@ def run_gates(item: Item, verifier: Verifier, cfg: GatesConfig) -> tuple[list[Ga
     )
     if exhausted:
         return results, "gate.infra_error"
+    if repo:
+        reason = _repo_reference(results, outcomes)
+        if reason:
+            return results, reason
     if passes == 0:
         return results, "gate.reference_failed"
     if passes < len(outcomes):
@@ -85,8 +109,34 @@ def run_gates(item: Item, verifier: Verifier, cfg: GatesConfig) -> tuple[list[Ga
             shown = trivial.strip().splitlines()[0] if trivial.strip() else "<empty>"
             results.append(GateResult(gate="trivial_fails", passed=False, detail=shown[:200]))
             return results, "gate.trivial_passes"
+        before = empty_patch_problem(v) if repo and not trivial.strip() else None
+        if before is not None:
+            results.append(GateResult(gate="empty_patch", passed=False, detail=before[1][:1000]))
+            return results, before[0]
     results.append(GateResult(gate="trivial_fails", passed=True))
     return results, ""
+
+
+def _repo_reference(results: list[GateResult], verdicts: list[Any]) -> str:
+    """A repo task's reference runs: asked ids that do not exist, then flaky tests."""
+    missing = sorted(
+        {i for v in verdicts if v.status in ("pass", "fail") for i in missing_tests(v)}
+    )
+    if missing:
+        detail = f"test ids that do not exist or do not collect: {', '.join(missing[:20])}"
+        results.append(GateResult(gate="tests_exist", passed=False, detail=detail))
+        return "repo.tests_missing"
+    flaky = flaky_tests(verdicts)
+    if flaky and any(v.passed for v in verdicts):
+        shown = ", ".join(flaky[:20])
+        results[-1] = results[-1].model_copy(
+            update={
+                "detail": f"flaky tests (outcome differs between runs): {shown}; "
+                + results[-1].detail
+            }
+        )
+        return "gate.reference_flaky"
+    return ""
 
 
 def _verify(verifier: Verifier, task: TaskRecord, solution: str, cfg: GatesConfig) -> RetryOutcome:
@@ -153,6 +203,8 @@ class GatesFn(SandboxDoFn):
             return
         count("gates.passed")
         ref_s = next((g.duration_s for g in results if g.gate == "reference_passes"), None)
+        if isinstance(verifier, RepoVerifier):  # the prompt's file listing (families.repo.prompt)
+            item = replace(item, task=verifier.with_listing(item.task))
         yield replace(item, gates=[*item.gates, *results], reference_s=ref_s)
 
 

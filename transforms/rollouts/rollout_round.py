@@ -44,6 +44,7 @@ from tasksieve.transforms.samplers import (
     Samples,
     make_model_handler,
 )
+from tasksieve.verifiers.families.repo.prompt import render_prompt
 
 Requests = Callable[[Any], Iterable[tuple[Any, SampleRequest]]]
 Answer = Callable[[tuple[Any, Samples]], tuple[str, Any]]
@@ -53,7 +54,7 @@ def sample_request(item: Item) -> SampleRequest:
     """The request for a task's first attempt: its prompt (and entry point, for code)."""
     spec = item.task.verifier
     entry = spec.entry_point if isinstance(spec, CodeSpec) else None
-    return SampleRequest(item.id, item.task.family, item.task.prompt, entry)
+    return SampleRequest(item.id, item.task.family, render_prompt(item.task), entry)
 
 
 def task_request(item: Item) -> list[tuple[str, SampleRequest]]:

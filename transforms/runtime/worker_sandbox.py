@@ -47,7 +47,7 @@ class WorkerSandbox:
 
     def __init__(self, cfg: SandboxConfig) -> None:
         self.sandbox: Sandbox = cfg.make()
-        self.verifiers = VerifierCache(self.sandbox)
+        self.verifiers = VerifierCache(self.sandbox, cfg.snapshot_store)
         self.pool = ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="verify")
         self.described: dict[str, Any] = dict(self.sandbox.describe())
         self.users = 0

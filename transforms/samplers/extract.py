@@ -10,7 +10,8 @@ The rule, in order:
    fence after bare code opens one). A closing ``` glued to the end of the last code line
    (``return x```) also closes the block. Blank blocks are ignored. Blocks are ranked:
    language matching the family first (``python``/``py`` for code and api, ``sql`` and
-   dialect names for sql, ``yaml``/``yml``/``json`` for config), then untagged blocks, then
+   dialect names for sql, ``yaml``/``yml``/``json`` for config, ``diff``/``patch`` for repo),
+   then untagged blocks, then
    blocks in other languages. For code with an ``entry_point`` the first block, in rank
    order, that defines ``def <entry_point>`` wins; otherwise the first block of the best
    rank.
@@ -25,6 +26,10 @@ The rule, in order:
      that does not start like SQL.
    - config: the whole text, if some line looks like YAML/JSON (``key: value``, ``- item``,
      ``{`` or ``[``); otherwise "".
+
+For repo tasks a block is kept byte for byte (not dedented or stripped: a diff's context lines
+start with a space and a blank context line is a lone space); with no fence the diff starts at
+the first ``diff --git`` or ``--- `` line.
 
 Returns "" when nothing usable is found. What it does NOT do: check that the solution is
 correct or even valid (the verifier decides), repair syntax, or split several SQL statements.
@@ -44,7 +49,9 @@ _LANGS: dict[str, frozenset[str]] = {
     "api": frozenset({"python", "py", "python3", "py3"}),
     "sql": frozenset({"sql", "duckdb", "sqlite", "postgresql", "postgres", "psql", "mysql"}),
     "config": frozenset({"yaml", "yml", "json", "jsonc"}),
+    "repo": frozenset({"diff", "patch", "udiff"}),
 }
+_DIFF_START = re.compile(r"^(?:diff --git |--- )", re.M)
 _OPEN = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})\s*(?P<info>[^`\s]*)[^`]*$")
 _CODE_START = re.compile(r"^(?:async\s+def|def|import|from|class)\s")
 _SQL_LINE_START = re.compile(r"^\s*(?:SELECT|WITH)\b", re.IGNORECASE | re.MULTILINE)
@@ -66,8 +73,10 @@ class Block:
     closed: bool = True
 
 
-def fenced_blocks(text: str) -> list[Block]:
-    """Every fenced block in ``text``, in order (an unterminated last one included)."""
+def fenced_blocks(text: str, raw: bool = False) -> list[Block]:
+    """Every fenced block in ``text``, in order (an unterminated last one included).
+
+    ``raw``: keep each block's lines as they are (ending in a newline) instead of tidying."""
     blocks: list[Block] = []
     lines = text.splitlines()
     i = 0
@@ -93,7 +102,8 @@ def fenced_blocks(text: str) -> list[Block]:
             body.append(line)
             i += 1
         i += 1
-        block = _tidy("\n".join(body))
+        joined = "\n".join(body)
+        block = (joined + "\n" if joined.strip() else "") if raw else _tidy(joined)
         if block:
             blocks.append(Block(lang, block, closed))
     return blocks
@@ -219,6 +229,8 @@ def _bare_config(text: str) -> str:
 
 def extract_solution(completion: str, family: str, entry_point: str | None = None) -> str:
     """The solution inside ``completion`` for ``family`` ("" if none); rule in the module doc."""
+    if family == "repo":
+        return _diff(completion)
     python = family in ("code", "api")
     blocks = fenced_blocks(completion)
     if python:  # a stray closing fence after bare code opens an untagged prose "block"
@@ -233,3 +245,15 @@ def extract_solution(completion: str, family: str, entry_point: str | None = Non
     if family == "config":
         return _bare_config(completion)
     return _bare_python(completion)
+
+
+def _diff(completion: str) -> str:
+    """A repo task's unified diff: the best-ranked fenced block, else the bare diff."""
+    blocks = [b for b in fenced_blocks(completion, raw=True) if _DIFF_START.search(b.text)]
+    if blocks:
+        return _pick_block(blocks, "repo", None).text
+    m = _DIFF_START.search(completion)
+    if not m:
+        return ""
+    text = completion[m.start() :]
+    return text if text.endswith("\n") else text + "\n"

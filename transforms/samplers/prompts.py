@@ -26,6 +26,11 @@ _SYSTEM: dict[str, str] = {
         "for. Reply with it in one ```yaml code block, or one ```json code block if JSON is "
         "asked for."
     ),
+    "repo": (
+        "You are an expert software engineer. Fix the issue in the repository. Reply with a "
+        "unified diff (--- a/path, +++ b/path, @@ hunks) in one ```diff code block; do not "
+        "change the tests."
+    ),
 }
 _FALLBACK = "Solve the task. Reply with the answer in one fenced code block."
 

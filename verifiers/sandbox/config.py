@@ -18,6 +18,9 @@ class SandboxConfig:
     (spread and failed over by the client), with the bearer token read from the
     environment variable ``token_env`` and the scheduling ``priority`` named per request
     (a trainer uses ``training``, which the service runs ahead of ``curation``).
+    ``snapshot_store`` is the directory of repo-task snapshots (``--snapshot-store``); it
+    travels with this config to every worker, where the repo verifier reads it (None: the
+    ``TASKSIEVE_SNAPSHOT_STORE`` variable on the worker, else no store).
     """
 
     backend: str = "process"
@@ -26,6 +29,7 @@ class SandboxConfig:
     urls: tuple[str, ...] = ()
     token_env: str = TOKEN_ENV
     priority: str = "curation"
+    snapshot_store: str | None = None
 
     def __post_init__(self) -> None:
         if self.workers < 1:

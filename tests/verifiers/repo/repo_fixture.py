@@ -27,9 +27,11 @@ def mul(a, b):
     return a * b
 '''
 
-OPS_FIXED = OPS_BUGGY.replace("def sub(a, b):\n    return a + b", "def sub(a, b):\n    return a - b")
+OPS_FIXED = OPS_BUGGY.replace(
+    "def sub(a, b):\n    return a + b", "def sub(a, b):\n    return a - b"
+)
 
-TESTS = '''from mathlib.ops import add, mul, sub
+TESTS = """from mathlib.ops import add, mul, sub
 
 
 def test_add():
@@ -46,8 +48,11 @@ def test_sub():
 
 def test_sub_negative():
     assert sub(3, 5) == -2
-'''
+"""
 
+EDITED_TESTS = TESTS.replace("assert sub(5, 3) == 2", "assert True").replace(
+    "assert sub(3, 5) == -2", "assert True"
+)
 F2P = ["tests/test_ops.py::test_sub", "tests/test_ops.py::test_sub_negative"]
 P2P = ["tests/test_ops.py::test_add", "tests/test_ops.py::test_mul"]
 

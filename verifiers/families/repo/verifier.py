@@ -43,6 +43,7 @@ from tasksieve.verifiers.families.repo.environments import (
 )
 from tasksieve.verifiers.families.repo.outcomes import Outcome, outcomes_for, parse_lines
 from tasksieve.verifiers.families.repo.packing import PackCache, PackTooLarge
+from tasksieve.verifiers.families.repo.prompt import LISTING_KEY, file_listing
 from tasksieve.verifiers.families.repo.snapshots import SnapshotError, SnapshotStore
 from tasksieve.verifiers.sandbox.base import Limits, Sandbox
 from tasksieve.verifiers.sandbox.guest import bundle
@@ -129,6 +130,12 @@ class RepoVerifier(Verifier):
                 raise TaskProblem("repo.too_large", f"task {task.id}: {exc}") from exc
         return spec, tree, env
 
+    def with_listing(self, task: TaskRecord) -> TaskRecord:
+        """``task`` with its snapshot's file listing in ``metadata`` (``prompt.render_prompt``)."""
+        _spec, tree, _env = self._prepare(task)
+        meta = {**task.metadata, LISTING_KEY: file_listing(tree)}
+        return task.model_copy(update={"metadata": meta})
+
     # ------------------------------------------------------------------ verifying
     def verify(self, task: TaskRecord, solution: str) -> Verdict:
         """Apply ``solution`` (a unified diff), restore the tests, run them; never raises."""
@@ -151,6 +158,23 @@ class RepoVerifier(Verifier):
             )
         verdict.duration_s = time.monotonic() - t0
         return verdict
+
+    def run_tests(
+        self, task: TaskRecord, solution: str, ids: list[str]
+    ) -> tuple[str, dict[str, Outcome]]:
+        """Run ``ids`` (test ids or whole test files) after ``solution``; every reported
+        outcome. The first item is ``ran``, or why not (``patch_failed``, ``timeout``,
+        ``infra``); raises ``TaskProblem`` when the task cannot run here."""
+        spec, tree, env = self._prepare(task)
+        spec = spec.model_copy(update={"fail_to_pass": list(ids), "pass_to_pass": []})
+        if self.sandbox.capabilities.workspaces:
+            result = self._run_workspace(spec, tree, env, solution)
+        else:
+            result = self._run_packed(spec, tree, env, solution)
+        status = str(result.get("status"))
+        if status != "ran":
+            return status, {}
+        return status, parse_lines("\n".join(result.get("lines") or []))
 
     def verify_workspace(self, task: TaskRecord, ws: Workspace) -> Verdict:
         """Judge an agent's final workspace: its diff against the snapshot is the solution."""
@@ -272,8 +296,14 @@ def judge(spec: RepoSpec, result: dict[str, Any]) -> Verdict:
     reported = parse_lines("\n".join(result.get("lines") or []))
     f2p = outcomes_for(spec.fail_to_pass, reported)
     p2p = outcomes_for(spec.pass_to_pass, reported)
-    checks = [CheckResult(name=f"fail_to_pass:{t}", passed=o == "passed", detail=o) for t, o in f2p.items()]
-    checks += [CheckResult(name=f"pass_to_pass:{t}", passed=o == "passed", detail=o) for t, o in p2p.items()]
+    checks = [
+        CheckResult(name=f"fail_to_pass:{t}", passed=o == "passed", detail=o)
+        for t, o in f2p.items()
+    ]
+    checks += [
+        CheckResult(name=f"pass_to_pass:{t}", passed=o == "passed", detail=o)
+        for t, o in p2p.items()
+    ]
     passed = sum(c.passed for c in checks)
     detail = _summary(f2p, p2p)
     tail = str(result.get("tail") or "")

@@ -65,7 +65,9 @@ from tasksieve.verifiers.sandbox.process.runs import WORKDIR, SandboxProcess, su
 from tasksieve.verifiers.sandbox.process.seccomp import build_filter
 from tasksieve.verifiers.sandbox.process.tools import HostTools
 from tasksieve.verifiers.sandbox.process.uids import UIDS
+from tasksieve.verifiers.sandbox.process.workspace import open_process_workspace
 from tasksieve.verifiers.sandbox.support import check_name
+from tasksieve.verifiers.sandbox.workspace import Workspace, WorkspaceSpec
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _METHODS = {  # the isolation option -> the methods tried, in order
@@ -134,6 +136,7 @@ class ProcessSandbox(Sandbox):
             site_packages=tuple(
                 sandbox_site_paths() if self.method in _NAMESPACED else venv_site_paths()
             ),
+            workspaces=self.method in _NAMESPACED,
         )
 
     # ------------------------------------------------------------------ public API
@@ -246,6 +249,18 @@ class ProcessSandbox(Sandbox):
         }
         proc, collect_r = start_run(self._server, job, files, bool(collect))
         return SandboxProcess(proc, time.monotonic(), collect_r)
+
+    def open_workspace(self, spec: WorkspaceSpec) -> Workspace:
+        """Open a live copy-on-write workspace over ``spec.snapshot`` (see ``workspace.py``).
+
+        The caller owns it and must ``close()`` it. Needs namespaces (``workspaces``).
+        """
+        if not self.capabilities.workspaces:
+            raise CapabilityMissing("workspaces need bubblewrap or unshare (workspaces)")
+        setup = ColdSetup(
+            self.method, self.tools, self.python, self._root, self._binds, self._plan, self._seccomp
+        )
+        return open_process_workspace(setup, spec)
 
     def _track(self, proc: SandboxProcess) -> SandboxProcess:
         with self._runs_lock:

@@ -30,6 +30,7 @@ def pytest_configure(config: Any) -> None:
     path = os.environ.get("TASKSIEVE_OUTCOMES")
     if path and _sink is None:
         _sink = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
+        os.environ.pop("TASKSIEVE_OUTCOMES", None)  # code under test need not learn where
 
 
 def pytest_runtest_logreport(report: Any) -> None:

@@ -55,7 +55,11 @@ def _parse(text: str) -> list[tuple[str | None, str | None, list[tuple[int, list
             raise PatchError(f"renames and copies are not supported: {line.strip()!r}")
         if line.startswith(("new file mode 120000", "new mode 120000", "deleted file mode 120000")):
             raise PatchError("patches that create or change symlinks are not supported")
-        if not line.startswith("--- ") or i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
+        if (
+            not line.startswith("--- ")
+            or i + 1 >= len(lines)
+            or not lines[i + 1].startswith("+++ ")
+        ):
             i += 1
             continue
         old, new = _clean_path(line[4:]), _clean_path(lines[i + 1][4:])
@@ -177,13 +181,13 @@ def apply_patch(root: str, text: str) -> list[str]:
             plan.append((rel, None))
         else:
             plan.append((rel, result))
-    for rel, result in plan:
+    for rel, planned in plan:
         path = _check_inside(root, rel)
-        if result is None:
+        if planned is None:
             os.unlink(path)
             continue
         os.makedirs(os.path.dirname(path) or root, exist_ok=True)
         _check_inside(root, rel)
         with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
-            fh.write("".join(result))
+            fh.write("".join(planned))
     return [rel for rel, _ in plan]

@@ -23,6 +23,7 @@ non-zero exit).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -44,6 +45,8 @@ HARNESS_NAMES = frozenset(
         "pyproject.toml",
         "sitecustomize.py",
         "usercustomize.py",
+        "tasksieve_outcomes.py",
+        "tasksieve_launch.py",
     }
 )
 _SKIP = frozenset({".git", "__pycache__", ".pytest_cache"})
@@ -122,7 +125,7 @@ def restore(work: str, snap: str, links: dict[str, str], patterns: list[str]) ->
     snap_entries = _walk(snap)
     snap_entries.update({rel: "l" for rel in links})
     changed = []
-    for rel, kind in sorted(_walk(work).items()):
+    for rel in sorted(_walk(work)):
         if _protected(rel, regs) and rel not in snap_entries:
             _remove(os.path.join(work, rel))
             changed.append(rel)
@@ -189,25 +192,56 @@ def _limit(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+LAUNCHER = """import sys
+root = sys.argv[1]
+try:
+    import pytest
+    import tasksieve_outcomes
+except ImportError as exc:
+    sys.stderr.write("tasksieve: pytest is not importable: %s\\n" % exc)
+    sys.exit(NO_PYTEST)
+sys.path.insert(0, root)
+sys.exit(pytest.main(sys.argv[2:]))
+"""
+NO_PYTEST = 97
+
+
+def _sink(scratch: str) -> tuple[int, str]:
+    """The outcomes file, opened here and unlinked when ``/proc`` can reopen it by descriptor
+    (so code under test finds no path to it); returns (fd, what the plugin opens)."""
+    path = os.path.join(scratch, "outcomes.jsonl")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    if os.path.exists(f"/proc/self/fd/{fd}"):
+        os.unlink(path)
+        return fd, f"/proc/self/fd/{fd}"
+    return fd, path
+
+
 def run_pytest(job: dict, work: str, scratch: str) -> dict:
-    """Run pytest on the asked ids; the outcome lines of those ids and how the run ended."""
+    """Run pytest on the asked ids; the outcome lines of those ids and how the run ended.
+
+    pytest and the outcome plugin are imported by a launcher before the work tree is put on
+    ``sys.path``, so a file of the solution cannot shadow them (a ``pytest.py`` at the root)."""
     plugin_dir = os.path.join(scratch, "plugin")
     os.makedirs(plugin_dir, exist_ok=True)
     with open(os.path.join(plugin_dir, "tasksieve_outcomes.py"), "w") as fh:
         fh.write(job["plugin"])
-    outcomes = os.path.join(scratch, "outcomes.jsonl")
+    launcher = os.path.join(plugin_dir, "tasksieve_launch.py")
+    with open(launcher, "w") as fh:
+        fh.write(LAUNCHER.replace("NO_PYTEST", str(NO_PYTEST)))
+    fd, sink = _sink(scratch)
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": scratch,
         "TMPDIR": scratch,
         "LANG": "C.UTF-8",
-        "PYTHONPATH": os.pathsep.join([plugin_dir, *job["pythonpath"]]),
+        "PYTHONPATH": os.pathsep.join(job["pythonpath"]),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "TASKSIEVE_OUTCOMES": outcomes,
+        "TASKSIEVE_OUTCOMES": sink,
     }
-    argv = [job["python"], "-S", "-m", "pytest", "-p", "tasksieve_outcomes"]
+    argv = [job["python"], "-S", launcher, work, "-p", "tasksieve_outcomes"]
     argv += ["-p", "no:cacheprovider", "-q", "--rootdir", work, *job["test_args"], *job["ids"]]
     log = os.path.join(scratch, "pytest.log")
     timed_out = False
@@ -220,34 +254,39 @@ def run_pytest(job: dict, work: str, scratch: str) -> dict:
             stdout=out,
             stderr=subprocess.STDOUT,
             close_fds=True,
-            preexec_fn=lambda: _limit(job["memory_mb"]),  # noqa: PLW1509 - no threads here
+            pass_fds=(fd,),
+            preexec_fn=lambda: _limit(job["memory_mb"]),  # the guest runs no threads
         )
         try:
             code: int | None = proc.wait(timeout=job["timeout_s"])
         except subprocess.TimeoutExpired:
             timed_out = True
             code = None
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         proc.wait()
     asked = set(job["ids"])
     asked_files = {i.split("::", 1)[0] for i in asked}
     kept = []
-    if os.path.exists(outcomes):
-        with open(outcomes, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                try:
-                    rec = json.loads(line)
-                    tid = rec["id"]
-                except (ValueError, KeyError, TypeError):
-                    continue
-                if tid in asked or rec.get("phase") == "collect" and tid in asked_files | {""}:
-                    kept.append(line.rstrip("\n"))
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as fh:
+        fh.seek(0)
+        for line in fh:
+            try:
+                rec = json.loads(line)
+                tid = rec["id"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if (
+                tid in asked
+                or tid.split("::", 1)[0] in asked  # a whole file was asked for
+                or (rec.get("phase") == "collect" and tid in asked_files | {""})
+            ):
+                kept.append(line.rstrip("\n"))
     with open(log, "rb") as fh:
         fh.seek(max(0, os.path.getsize(log) - 3000))
         tail = fh.read().decode("utf-8", "replace")
+    if code == NO_PYTEST and not kept:
+        raise RuntimeError(f"pytest did not start in the environment: {tail[-500:]}")
     return {"exit": code, "timed_out": timed_out, "lines": kept, "tail": tail}
 
 
