@@ -18,6 +18,7 @@ that (docs/agent.md says how it stands).
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Protocol
 
@@ -39,6 +40,11 @@ from tasksieve.verifiers.sandbox.workspace import (
     WorkspaceError,
     WorkspaceSpec,
 )
+
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
+WRITABLE = ["chmod", "-R", "u+w", "."]
+"""Run first in every agent workspace: a snapshot is stored read-only and a workspace shows its
+modes, so without it the agent could not edit a file (copies up the tree's metadata)."""
 
 
 class SessionProblem(Exception):
@@ -65,6 +71,15 @@ def repo_spec(task: TaskRecord) -> RepoSpec:
     if not isinstance(task.verifier, RepoSpec):
         raise SessionProblem(f"task {task.id}: agent episodes need a repo task, not {task.family}")
     return task.verifier
+
+
+def agent_path(sandbox: Sandbox, env: ResolvedEnv) -> str:
+    """The shell's PATH: the environment's ``bin`` (when mounted), the directory of the
+    sandbox's Python (so ``python`` and ``python3`` are the one the tests run with), then the
+    system's."""
+    first = [f"{ENV_MOUNT}/bin"] if env.tree is not None else []
+    pydir = os.path.dirname(sandbox.python)
+    return ":".join([*first, *([pydir] if pydir else []), *SYSTEM_PATH])
 
 
 class Opener:
@@ -103,7 +118,6 @@ class Opener:
         except SnapshotError as exc:
             raise SessionProblem(f"task {task.id}: {exc}") from exc
         env = self._env(task, spec, self.store)
-        paths = [ENV_MOUNT] if env.tree is not None else list(env.paths)
         cfg = self.cfg
         limits = SessionLimits(
             idle_s=cfg.wall_s + 60,  # the model's think time counts as idle
@@ -115,7 +129,9 @@ class Opener:
             disk_mb=spec.disk_mb,
             max_output_bytes=max(1_000_000, cfg.observation_bytes),
         )
-        env_vars = {"PYTHONPATH": ":".join(paths), "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
+        env_vars = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": agent_path(self.sandbox, env)}
+        if env.tree is None:  # the sandbox's own packages; a mounted tree the backend sets up
+            env_vars["PYTHONPATH"] = ":".join(env.paths)
         return WorkspaceSpec(
             snapshot=str(tree),
             env=str(env.tree) if env.tree is not None else None,
@@ -131,14 +147,17 @@ class Opener:
         except WorkspaceError as exc:
             raise SessionProblem(f"task {task.id}: workspace failed to open: {exc}") from exc
         hide = hidden_paths(repo_spec(task), self.cfg.hidden)
+        steps = [("making the tree writable", WRITABLE)]
         if hide:
+            steps.append(("hiding tests", ["rm", "-f", "--", *hide]))
+        for what, argv in steps:
             try:
-                res = ws.run(["rm", "-f", "--", *hide], timeout_s=30, cwd=WORKSPACE_ROOT)
+                res = ws.run(argv, timeout_s=60, cwd=WORKSPACE_ROOT)
             except WorkspaceError as exc:
                 ws.close()
-                raise SessionProblem(f"task {task.id}: hiding tests failed: {exc}") from exc
+                raise SessionProblem(f"task {task.id}: {what} failed: {exc}") from exc
             if res.exit_code != 0:
                 ws.close()
                 why = res.stderr.decode("utf-8", "replace")[-300:]
-                raise SessionProblem(f"task {task.id}: hiding tests failed: {why}")
+                raise SessionProblem(f"task {task.id}: {what} failed: {why}")
         return ws

@@ -75,3 +75,21 @@ def host_sandbox() -> Iterator[HostSandbox]:
 
 def host_opener(sb: HostSandbox, store: SnapshotStore, cfg: AgentConfig) -> Opener:
     return Opener(sb, store, cfg)
+
+
+_REFERENCE_PROBLEMS: dict[int, str | None] = {}
+
+
+def reference_problem(verifier: RepoVerifier, task: TaskRecord) -> str | None:
+    """Why ``verifier`` does not pass ``task``'s reference patch (None: it does), once per
+    verifier: tests whose subject is the agent loop need a verifier that can say pass."""
+    key = id(verifier)
+    if key not in _REFERENCE_PROBLEMS:
+        v = verifier.verify(task, task.reference_solution or "")
+        _REFERENCE_PROBLEMS[key] = (
+            None
+            if v.passed
+            else f"the repo verifier on {verifier.sandbox.name} fails the reference patch: "
+            f"{v.status}: {v.detail[:300]}"
+        )
+    return _REFERENCE_PROBLEMS[key]
