@@ -10,6 +10,8 @@ left running (``leftovers``). Skipped where the backend opens no workspaces (its
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import os
 import signal
 import time
@@ -51,8 +53,15 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
 
 
 @pytest.fixture(scope="module")
-def verifier(backend: Sandbox, agent_store: SnapshotStore) -> RepoVerifier:
-    return RepoVerifier(backend, agent_store)
+def verifier(backend: Sandbox, agent_store: SnapshotStore, agent_task: TaskRecord) -> RepoVerifier:
+    """The repo verifier on ``backend``; on its packed path (every backend has one) where its
+    workspace path cannot pass the reference patch there, so the agent is still judged."""
+    on_workspaces = RepoVerifier(backend, agent_store)
+    if reference_problem(on_workspaces, agent_task) is None:
+        return on_workspaces
+    packed = copy.copy(backend)
+    packed.capabilities = dataclasses.replace(backend.capabilities, workspaces=False)
+    return RepoVerifier(packed, agent_store)
 
 
 @pytest.fixture(scope="module")
