@@ -3,6 +3,8 @@ for the loop's bookkeeping, and the real repo verifier on the process sandbox.""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,9 +62,23 @@ def process_sandbox() -> Iterator[ProcessSandbox]:
     sb.close()
 
 
+def judging_verifier(sandbox: Sandbox, store: SnapshotStore, task: TaskRecord) -> RepoVerifier:
+    """The repo verifier on ``sandbox``; on its packed path (every backend has one) where its
+    workspace path cannot pass ``task``'s reference patch there, so agents are still judged
+    by the real verifier while that path is being fixed."""
+    on_workspaces = RepoVerifier(sandbox, store)
+    if not sandbox.capabilities.workspaces or reference_problem(on_workspaces, task) is None:
+        return on_workspaces
+    packed = copy.copy(sandbox)
+    packed.capabilities = dataclasses.replace(sandbox.capabilities, workspaces=False)
+    return RepoVerifier(packed, store)
+
+
 @pytest.fixture(scope="session")
-def repo_verifier(process_sandbox: ProcessSandbox, agent_store: SnapshotStore) -> RepoVerifier:
-    return RepoVerifier(process_sandbox, agent_store)
+def repo_verifier(
+    process_sandbox: ProcessSandbox, agent_store: SnapshotStore, agent_task: TaskRecord
+) -> RepoVerifier:
+    return judging_verifier(process_sandbox, agent_store, agent_task)
 
 
 @pytest.fixture()

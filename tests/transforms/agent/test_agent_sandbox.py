@@ -10,8 +10,6 @@ left running (``leftovers``). Skipped where the backend opens no workspaces (its
 from __future__ import annotations
 
 import contextlib
-import copy
-import dataclasses
 import os
 import signal
 import time
@@ -33,7 +31,7 @@ from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
 from tasksieve.verifiers.families.repo.verifier import RepoVerifier
 from tasksieve.verifiers.registry import make_sandbox
 from tasksieve.verifiers.sandbox.base import Sandbox, SandboxUnavailable
-from tests.transforms.agent.conftest import reference_problem
+from tests.transforms.agent.conftest import judging_verifier, reference_problem
 
 CFG = AgentConfig(max_steps=6, wall_s=90, command_timeout_s=8, max_processes=32)
 SECRET = "assert sub(3, 5) == -2"  # a line of the hidden test file
@@ -54,14 +52,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
 
 @pytest.fixture(scope="module")
 def verifier(backend: Sandbox, agent_store: SnapshotStore, agent_task: TaskRecord) -> RepoVerifier:
-    """The repo verifier on ``backend``; on its packed path (every backend has one) where its
-    workspace path cannot pass the reference patch there, so the agent is still judged."""
-    on_workspaces = RepoVerifier(backend, agent_store)
-    if reference_problem(on_workspaces, agent_task) is None:
-        return on_workspaces
-    packed = copy.copy(backend)
-    packed.capabilities = dataclasses.replace(backend.capabilities, workspaces=False)
-    return RepoVerifier(packed, agent_store)
+    return judging_verifier(backend, agent_store, agent_task)
 
 
 @pytest.fixture(scope="module")

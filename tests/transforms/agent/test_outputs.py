@@ -12,6 +12,8 @@ from tasksieve.pipeline.outputs.catalog.agent_sql import (
     AGENT_MACRO_STATEMENTS,
     agent_view_statements,
 )
+from tasksieve.pipeline.outputs.layout import RunLayout
+from tasksieve.pipeline.outputs.report.agent import agent_section
 from tasksieve.schemas import Rollout
 from tasksieve.schemas.arrow import ROLLOUTS_SCHEMA, TRAJECTORIES_SCHEMA
 from tasksieve.schemas.task import TaskRecord
@@ -46,7 +48,8 @@ def test_rows_land_in_parquet_and_the_views(
     opener = host_opener(host_sandbox, agent_store, CFG)
     eps = run_episodes([(agent_task, j) for j in range(3)], policy, opener, repo_verifier, CFG)
     rows = [r for e in eps for r in trajectory_rows(e, "run1", "scripted")]
-    traj = tmp_path / "trajectories.parquet"
+    (tmp_path / "trajectories").mkdir()
+    traj = tmp_path / "trajectories" / "part-0.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=TRAJECTORIES_SCHEMA), traj)
     rollouts = [rollout_row(e, "run1", "scripted", "scripted") for e in eps]
     assert Rollout.model_validate(rollouts[0]).solution == eps[0].diff
@@ -74,3 +77,11 @@ def test_rows_land_in_parquet_and_the_views(
     scored, _ = score_task(item, eps, 3, "scripted", BandConfig())
     assert scored is not None and (scored.k, scored.n) == (1, 3)
     assert scored.episode_steps == [4, 3, 4] and scored.passing[0][0] == 0
+
+    # the report's section: the endings and the passing episode of the kept task
+    (tmp_path / "manifest.json").write_text("{}")
+    (tmp_path / "tasks" / "repo").mkdir(parents=True)
+    pq.write_table(pa.table({"id": [agent_task.id]}), tmp_path / "tasks" / "repo" / "p.parquet")
+    html = agent_section(RunLayout.find(tmp_path))
+    assert "<h2>Agent episodes</h2>" in html and "3 episodes, 11 steps" in html
+    assert f"{agent_task.id}, episode 0: submitted, pass, reward 1.0" in html
