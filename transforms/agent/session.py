@@ -112,7 +112,10 @@ class Opener:
                 "backend with live workspaces (capabilities.workspaces)"
             )
         if self.store is None:
-            raise SessionProblem(f"task {task.id}: no snapshot store (--snapshot-store DIR or $TASKSIEVE_SNAPSHOT_STORE)")
+            raise SessionProblem(
+                f"task {task.id}: no snapshot store "
+                "(--snapshot-store DIR or $TASKSIEVE_SNAPSHOT_STORE)"
+            )
         try:
             tree = self.store.path(spec.snapshot)
         except SnapshotError as exc:
