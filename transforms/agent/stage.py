@@ -118,9 +118,9 @@ class AgentEpisodesFn(SandboxDoFn):
                 verifier = found
         if not ready:
             return
-        opener = self.openers.setdefault(
-            id(verifier), Opener(self.sandbox, verifier.store, self.agent)
-        )
+        opener = self.openers.get(id(verifier))
+        if opener is None:  # one per verifier: it caches the environments it resolved
+            opener = self.openers[id(verifier)] = Opener(self.sandbox, verifier.store, self.agent)
         jobs = [(item.task, j) for item in ready for j in range(k)]
         episodes = run_episodes(jobs, self.policy, opener, verifier, self.agent, self.steps_pool)
         for i, item in enumerate(ready):
