@@ -54,8 +54,10 @@ class GuestSession:
         reply_fd: int,
         kill: Callable[[], None],
         describe: str = "",
+        host_pid: int | None = None,
     ) -> None:
-        """``request_fd``/``reply_fd`` become the session's (it closes them)."""
+        """``request_fd``/``reply_fd`` become the session's (it closes them); ``host_pid`` is
+        the process on this host whose descendants are the session's (for accounting)."""
         self.spec, self.limits = spec, spec.limits
         self._req, self._rep, self._kill = request_fd, reply_fd, kill
         self._lock = threading.Lock()
@@ -63,7 +65,7 @@ class GuestSession:
         self.ended_by: str | None = None
         self.started = self.last_used = time.monotonic()
         self.busy = False
-        self.describe = describe
+        self.describe, self.host_pid = describe, host_pid
         hello = _read_reply(reply_fd, HELLO_S)
         if hello is None or not hello.get("ok"):
             why = (hello or {}).get("error") or "the guest agent did not start"
@@ -160,6 +162,14 @@ class GuestSession:
             for fd in (self._req, self._rep):
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+    def reset(self) -> bool:
+        """Start the session's idle and lifetime clocks again (a pooled session handed out);
+        False when it is gone."""
+        if self._call({"op": "reset"}, GRACE_S) is None:
+            return False
+        self.started = self.last_used = time.monotonic()
+        return True
 
     def expired(self, now: float) -> str | None:
         """``idle`` or ``lifetime`` when the session has outlived that limit, else None."""
