@@ -107,7 +107,7 @@ def _config(setup: ColdSetup, spec: WorkspaceSpec, uid: int | None) -> dict[str,
 
 def _bwrap_argv(setup: ColdSetup, cfg: dict[str, Any], cfg_fd: int, info_fd: int) -> list[str]:
     assert setup.tools.bwrap
-    ns = ["--unshare-all"]
+    ns = ["--unshare-all", "--uid", "0", "--gid", "0"]  # root of its user namespace
     if setup.root:
         ns = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
         ns.append("--unshare-cgroup-try")
