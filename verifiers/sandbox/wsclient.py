@@ -35,8 +35,9 @@ HELLO_S = 30.0  # how long the guest may take to set the workspace up
 
 def _read_reply(fd: int, wait_s: float) -> dict[str, Any] | None:
     """The next frame on ``fd`` within ``wait_s`` seconds, or None (time out, end, garbage)."""
-    ready, _, _ = select.select([fd], [], [], max(wait_s, 0.0))
-    if not ready:
+    poller = select.poll()  # not select(): a host with many sessions has fds above 1023
+    poller.register(fd, select.POLLIN)
+    if not poller.poll(max(wait_s, 0.0) * 1000):
         return None
     try:
         return frame_recv(fd)
