@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tasksieve.pipeline.flags.shared import positive_int
+
 if TYPE_CHECKING:
     from tasksieve.schemas import TaskRecord
     from tasksieve.transforms.synth.records import Rejection
@@ -34,6 +36,13 @@ exit status: 0 all converted, 1 some record rejected, 2 usage or input error
 def _common(p: argparse.ArgumentParser, store_required: bool = True) -> None:
     p.add_argument("--snapshot-store", required=store_required, metavar="DIR")
     p.add_argument("--rejected", metavar="FILE.jsonl", help="write rejections here as JSON")
+    p.add_argument(
+        "--max-snapshot-mb",
+        type=positive_int,
+        default=256,
+        metavar="MB",
+        help="a repository tree over this is rejected (default 256)",
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -112,6 +121,7 @@ def run_import(args: argparse.Namespace) -> int:
     if repos is not None and not repos.is_dir():
         print(f"{_prog(args)}: error: --repos {repos}: not a directory", file=sys.stderr)
         return 2
+    limit = args.max_snapshot_mb * 1024 * 1024
     tasks: list[TaskRecord] = []
     rejected: list[Rejection] = []
     seen: set[str] = set()
@@ -131,7 +141,8 @@ def run_import(args: argparse.Namespace) -> int:
                     rejected.append(Rejection(path, line, "-", "-", error or "not an object"))
                     continue
                 try:
-                    keep(swebench.import_record(data, repos, store, args.dataset), (path, line))
+                    task = swebench.import_record(data, repos, store, args.dataset, limit)
+                    keep(task, (path, line))
                 except RecordError as e:
                     rejected.append(Rejection(path, line, tid, e.field, e.message))
         else:
@@ -140,7 +151,7 @@ def run_import(args: argparse.Namespace) -> int:
                 raise InputError(f"no Harbor task directory (with task.toml) in {args.paths}")
             for d in dirs:
                 try:
-                    keep(harbor.import_task(d, repos, store), (str(d / "task.toml"), 1))
+                    keep(harbor.import_task(d, repos, store, limit), (str(d / "task.toml"), 1))
                 except RecordError as e:
                     rejected.append(Rejection(str(d / "task.toml"), 1, d.name, e.field, e.message))
     except InputError as e:

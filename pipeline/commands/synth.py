@@ -13,8 +13,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tasksieve.pipeline.flags.shared import positive_int
+
+if TYPE_CHECKING:
+    from tasksieve.transforms.samplers.config import SamplerConfig
 
 PROG = "tasksieve synth repo"
 _EPILOG = """\
@@ -75,6 +79,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--id-prefix", default="repo", help="task ids are PREFIX.<package>.<hash>")
     r.add_argument("--timeout", type=float, default=120.0, metavar="S", help="per suite run")
     r.add_argument("--sandbox", default="process", choices=("process", "docker"))
+    g = r.add_argument_group(
+        "statement rewrite (optional): a sampler turns each statement into an issue"
+    )
+    g.add_argument("--sampler", choices=("transformers", "openai", "replay"), default=None)
+    g.add_argument("--model", default=None, help="model of --sampler transformers/openai")
+    g.add_argument("--endpoint", default=None, help="--sampler openai: the server's base URL")
+    g.add_argument("--api-key-env", default=None, help="--sampler openai: env var with the key")
+    g.add_argument("--replay", default=None, metavar="FILE", help="--sampler replay: its file")
+    g.add_argument("--max-new-tokens", type=positive_int, default=400)
     r.add_argument("--append", action="store_true", help="append to --output instead of replacing")
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(func=run)
@@ -100,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             id_prefix=args.id_prefix,
         )
+        sampler = _sampler_config(args)
         project = load_project(args.project, exclude=args.exclude)
         sandbox = make_sandbox(args.sandbox)
     except (ProjectError, ValueError, SandboxUnavailable) as e:
@@ -113,9 +127,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     finally:
         sandbox.close()
+    tasks = result.tasks
+    if sampler is not None and tasks:
+        from tasksieve.transforms.synth.rewrite import rewrite_statements
+
+        tasks, done = rewrite_statements(tasks, sampler)
+        say(f"{done} of {len(tasks)} statements rewritten by the {sampler.backend} sampler")
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    lines = "".join(t.model_dump_json(exclude_defaults=False) + "\n" for t in result.tasks)
+    lines = "".join(t.model_dump_json() + "\n" for t in tasks)
     with open(out, "a" if args.append else "w", encoding="utf-8") as f:
         f.write(lines)
     skipped = ", ".join(f"{k}: {v}" for k, v in sorted(result.skipped.items())) or "none"
@@ -131,3 +151,22 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(json.dumps(summary))
     return 0 if result.tasks else 1
+
+
+def _sampler_config(args: argparse.Namespace) -> SamplerConfig | None:
+    """The rewrite sampler's config, or None when no ``--sampler`` was given."""
+    if args.sampler is None:
+        return None
+    from tasksieve.transforms.samplers.config import SamplerConfig
+
+    return SamplerConfig(
+        backend=args.sampler,
+        model=args.model,
+        samples=1,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+        replay_path=args.replay,
+        endpoint=args.endpoint,
+        api_key_env=args.api_key_env,
+        stop_after_code=False,
+    )

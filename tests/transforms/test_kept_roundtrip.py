@@ -120,7 +120,7 @@ def _kept(root: Path) -> dict[str, dict[str, Any]]:
 
 def test_every_record_is_kept_once(shards: Path) -> None:
     assert sorted(_kept(shards)) == sorted(RECORDS)
-    assert {r["family"] for r in RECORDS.values()} == {"code", "sql", "api", "config"}
+    assert {r["family"] for r in RECORDS.values()} == {"code", "sql", "api", "config", "repo"}
 
 
 @pytest.mark.parametrize("task_id", sorted(RECORDS))

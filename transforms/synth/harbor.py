@@ -46,7 +46,11 @@ def task_dirs(paths: list[Path]) -> list[Path]:
         if (p / "task.toml").is_file():
             found.append(p)
         elif p.is_dir():
-            found += sorted(t.parent for t in p.rglob("task.toml") if "environment" not in t.parts)
+            found += sorted(
+                t.parent
+                for t in p.rglob("task.toml")
+                if "environment" not in t.relative_to(p).parts
+            )
     return sorted(dict.fromkeys(found))
 
 
@@ -173,7 +177,9 @@ def _read(d: Path, rel: str, field: str) -> str:
         raise RecordError(field, f"{rel} is not UTF-8 text") from None
 
 
-def import_task(d: Path, repos: Path | None, store: SnapshotStore) -> TaskRecord:
+def import_task(
+    d: Path, repos: Path | None, store: SnapshotStore, max_bytes: int | None = None
+) -> TaskRecord:
     """The repo task of the Harbor task directory ``d`` (raises ``RecordError``)."""
     try:
         conf = tomllib.loads(_read(d, "task.toml", "task.toml"))
@@ -193,7 +199,8 @@ def import_task(d: Path, repos: Path | None, store: SnapshotStore) -> TaskRecord
     if not (d / "environment" / "repo").is_dir():
         if "base_commit" not in tests:
             raise RecordError("environment/repo", "missing (and no SWE-bench record in tests)")
-        task = import_swebench({"problem_statement": prompt, **tests}, repos, store, "harbor")
+        record = {"problem_statement": prompt, **tests}
+        task = import_swebench(record, repos, store, "harbor", max_bytes)
         return task.model_copy(update={"id": str(own.get("id", task.id))})
     f2p = id_list(tests, "fail_to_pass" if "fail_to_pass" in tests else "FAIL_TO_PASS")
     p2p = id_list(tests, "pass_to_pass" if "pass_to_pass" in tests else "PASS_TO_PASS", False)
@@ -202,7 +209,10 @@ def import_task(d: Path, repos: Path | None, store: SnapshotStore) -> TaskRecord
     if not reference.strip():
         raise RecordError("solution", "solution/fix.patch is missing or empty")
     try:
-        snapshot = store.put(d / "environment" / "repo")
+        snapshot = store.put(d / "environment" / "repo", max_bytes=max_bytes)
+    except SnapshotError as e:
+        raise RecordError("environment/repo", str(e)) from None
+    try:
         verifier, agent = conf.get("verifier", {}), conf.get("environment", {})
         extra: dict[str, Any] = {}
         if isinstance(tests.get("test_files"), list):

@@ -73,7 +73,11 @@ def patched_paths(patch: str) -> list[str]:
 
 
 def import_record(
-    data: dict[str, Any], repos: Path | None, store: SnapshotStore, dataset: str = "swebench"
+    data: dict[str, Any],
+    repos: Path | None,
+    store: SnapshotStore,
+    dataset: str = "swebench",
+    max_bytes: int | None = None,
 ) -> TaskRecord:
     """The repo task of one SWE-bench record (raises ``RecordError`` naming the bad field)."""
     iid = text_field(data, "instance_id")
@@ -99,7 +103,7 @@ def import_record(
             apply_patch(root, test_patch, "test_patch")
 
         try:
-            snapshot = store_with(store, fill)
+            snapshot = store_with(store, fill, max_bytes)
         except SnapshotError as e:
             raise RecordError("base_commit", str(e)) from None
     elif snapshot:

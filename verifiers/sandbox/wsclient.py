@@ -35,8 +35,9 @@ HELLO_S = 30.0  # how long the guest may take to set the workspace up
 
 def _read_reply(fd: int, wait_s: float) -> dict[str, Any] | None:
     """The next frame on ``fd`` within ``wait_s`` seconds, or None (time out, end, garbage)."""
-    ready, _, _ = select.select([fd], [], [], max(wait_s, 0.0))
-    if not ready:
+    poller = select.poll()  # not select(): a host with many sessions has fds above 1023
+    poller.register(fd, select.POLLIN)
+    if not poller.poll(max(wait_s, 0.0) * 1000):
         return None
     try:
         return frame_recv(fd)
@@ -54,8 +55,10 @@ class GuestSession:
         reply_fd: int,
         kill: Callable[[], None],
         describe: str = "",
+        host_pid: int | None = None,
     ) -> None:
-        """``request_fd``/``reply_fd`` become the session's (it closes them)."""
+        """``request_fd``/``reply_fd`` become the session's (it closes them); ``host_pid`` is
+        the process on this host whose descendants are the session's (for accounting)."""
         self.spec, self.limits = spec, spec.limits
         self._req, self._rep, self._kill = request_fd, reply_fd, kill
         self._lock = threading.Lock()
@@ -63,7 +66,7 @@ class GuestSession:
         self.ended_by: str | None = None
         self.started = self.last_used = time.monotonic()
         self.busy = False
-        self.describe = describe
+        self.describe, self.host_pid = describe, host_pid
         hello = _read_reply(reply_fd, HELLO_S)
         if hello is None or not hello.get("ok"):
             why = (hello or {}).get("error") or "the guest agent did not start"
@@ -160,6 +163,14 @@ class GuestSession:
             for fd in (self._req, self._rep):
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+    def reset(self) -> bool:
+        """Start the session's idle and lifetime clocks again (a pooled session handed out);
+        False when it is gone."""
+        if self._call({"op": "reset"}, GRACE_S) is None:
+            return False
+        self.started = self.last_used = time.monotonic()
+        return True
 
     def expired(self, now: float) -> str | None:
         """``idle`` or ``lifetime`` when the session has outlived that limit, else None."""

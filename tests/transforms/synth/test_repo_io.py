@@ -214,6 +214,17 @@ def test_bad_harbor_dirs_are_rejected_with_the_field(
     bad_toml = tmp_path / "tasks" / "bad_toml"
     bad_toml.mkdir()
     (bad_toml / "task.toml").write_text("version = \n")
-    assert _import("harbor", [tmp_path / "tasks"], tmp_path / "o.jsonl", tmp_path / "s") == 1
+    big = tmp_path / "tasks" / "big"
+    (big / "environment" / "repo").mkdir(parents=True)
+    (big / "environment" / "repo" / "blob.py").write_bytes(b"#" * (2 << 20))
+    (big / "tests").mkdir()
+    (big / "tests" / "config.json").write_text('{"fail_to_pass": ["t.py::x"]}')
+    (big / "solution").mkdir()
+    (big / "solution" / "fix.patch").write_text("--- a/blob.py\n+++ b/blob.py\n")
+    for name in ("task.toml", "instruction.md"):
+        (big / name).write_text((broken / name).read_text())
+    out_file, store = tmp_path / "o.jsonl", tmp_path / "s"
+    assert _import("harbor", [tmp_path / "tasks"], out_file, store, "--max-snapshot-mb", "1") == 1
     out = capsys.readouterr().out
     assert "broken: environment/repo: missing" in out and "bad_toml: task.toml: not TOML" in out
+    assert "big: environment/repo:" in out and "over the snapshot limit" in out

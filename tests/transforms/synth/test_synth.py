@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,8 +11,10 @@ import pytest
 
 from tasksieve.pipeline.cli import main
 from tasksieve.schemas import RepoSpec, TaskRecord
+from tasksieve.transforms.samplers.config import SamplerConfig
 from tasksieve.transforms.synth.project import load_project
 from tasksieve.transforms.synth.repo import SynthConfig, SynthResult, candidates, synthesize
+from tasksieve.transforms.synth.rewrite import refusal, rewrite_statements
 from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
 from tasksieve.verifiers.families.repo.suite import run_suite
 from tasksieve.verifiers.sandbox.base import Sandbox
@@ -114,3 +117,25 @@ def test_bad_projects_exit_2_with_a_clear_message(
     assert main([*argv, "--snapshot-store", str(tmp_path / "s"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_sampler_rewrite_is_used_only_when_it_hides_the_bug(
+    made: tuple[Path, SnapshotStore, SynthResult], tmp_path: Path
+) -> None:
+    tasks = made[2].tasks
+    issue = "Calling the package's function with ordinary input gives a wrong answer now."
+    rows = [{"task_id": tasks[0].id, "completion": f"Here it is:\n\n```\n{issue}\n```\n"}]
+    rows += [{"task_id": t.id, "completion": "```\nbroken\n```"} for t in tasks[1:]]
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = SamplerConfig(backend="replay", replay_path=str(replay), samples=1)
+    out, done = rewrite_statements(tasks, cfg)
+    assert done == 1 and out[0].prompt == issue + "\n"
+    assert out[0].metadata["synth"]["evidence_statement"] == tasks[0].prompt
+    assert all("refused: too short" in t.metadata["synth"]["statement"] for t in out[1:])
+    bug = next(
+        ln[1:]
+        for ln in tasks[0].reference_solution.splitlines()
+        if ln.startswith("-") and ln[1:4] != "-- "
+    )
+    assert refusal(tasks[0], issue + "\n" + bug + "\n") == "repeats the injected bug"

@@ -10,6 +10,7 @@ import difflib
 from pathlib import Path
 
 from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.families.repo.guest.patchapply import lines_of
 from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
 
 OPS_BUGGY = '''"""Arithmetic helpers."""
@@ -75,8 +76,8 @@ def build_repo(root: Path, tests: str = TESTS, extra: dict[str, str] | None = No
 
 def file_diff(rel: str, old: str | None, new: str | None) -> str:
     """A unified diff of one file (``None``: the file does not exist on that side)."""
-    a = [] if old is None else old.splitlines(keepends=True)
-    b = [] if new is None else new.splitlines(keepends=True)
+    a = [] if old is None else lines_of(old)
+    b = [] if new is None else lines_of(new)
     src = "/dev/null" if old is None else f"a/{rel}"
     dst = "/dev/null" if new is None else f"b/{rel}"
     return "".join(difflib.unified_diff(a, b, src, dst))

@@ -9,6 +9,7 @@ from tasksieve.verifiers.families.repo.differ import RepoDiffer, patch_mutants
 from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
 from tasksieve.verifiers.families.repo.verifier import RepoVerifier
 from tasksieve.verifiers.registry import get_differ
+from tasksieve.verifiers.reliability.ambiguity import AmbiguityConfig, measure_ambiguity
 from tasksieve.verifiers.reliability.strength import StrengthConfig, measure_strength
 from tests.verifiers.repo.repo_fixture import REFERENCE, build_repo, make_task
 
@@ -69,3 +70,16 @@ def test_weak_tests_let_a_mutant_survive_shown_on_another_test_file(
     assert survivor.probe == "tests/test_more.py"
     assert '"tests/test_more.py::test_sub_exact": "passed"' in survivor.reference_output
     assert '"tests/test_more.py::test_sub_exact": "failed"' in survivor.mutant_output
+
+
+def test_passing_solutions_that_disagree_elsewhere_make_the_task_ambiguous(
+    sandbox: object, repo_store: SnapshotStore, tmp_path: Path
+) -> None:
+    tree = build_repo(tmp_path, tests=WEAK_TESTS, extra={"tests/test_more.py": MORE_TESTS})
+    task = make_task(repo_store, tree, f2p=["tests/test_ops.py::test_sub_is_not_a_sum"], p2p=[])
+    other = REFERENCE.replace("+    return a - b", "+    return None")
+    cfg = AmbiguityConfig()
+    differ = RepoDiffer(str(repo_store.root))
+    report = measure_ambiguity(task, [(0, other)], differ, sandbox, cfg)  # type: ignore[arg-type]
+    assert report.outcome(cfg) == "ambiguous", report
+    assert report.disagreements[0].probe == "tests/test_more.py"

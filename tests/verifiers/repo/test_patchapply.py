@@ -66,3 +66,11 @@ def test_refuses(name: str, tmp_path: Path) -> None:
     patch, why = BAD[name]
     with pytest.raises(PatchError, match=why):
         apply_patch(str(root), patch)
+
+
+def test_form_feeds_and_crlf_stay_inside_their_lines(tmp_path: Path) -> None:
+    old = "a = 1\r\n\x0c# section\r\nb = 2\r\n"
+    (tmp_path / "m.py").write_bytes(old.encode())
+    new = old.replace("b = 2", "b = 3")
+    apply_patch(str(tmp_path), file_diff("m.py", old, new))
+    assert (tmp_path / "m.py").read_bytes() == new.encode()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tasksieve.schemas import TaskRecord
+from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
 from tasksieve.verifiers.families.repo.verifier import RepoVerifier
 from tests.verifiers.repo.repo_fixture import (
     EDITED_TESTS,
@@ -14,7 +17,9 @@ from tests.verifiers.repo.repo_fixture import (
     P2P,
     REFERENCE,
     TESTS,
+    build_repo,
     file_diff,
+    make_task,
 )
 
 FIX = REFERENCE
@@ -124,3 +129,48 @@ def test_the_fix_passes_even_with_edited_tests(
     v = repo_verifier.verify(repo_task, FIX + HACKS["edits the tests"])
     assert v.status == "pass", v.detail
     assert "restored from the snapshot: tests/test_ops.py" in v.detail
+
+
+def test_a_solution_that_loops_times_out(
+    repo_verifier: RepoVerifier, repo_store: SnapshotStore, tmp_path: Path
+) -> None:
+    task = make_task(repo_store, build_repo(tmp_path), timeout_s=2.0)
+    loop = file_diff(
+        "mathlib/ops.py",
+        OPS_BUGGY,
+        OPS_BUGGY.replace("return a + b\n\n\ndef mul", "while True:\n        pass\n\n\ndef mul"),
+    )
+    v = repo_verifier.verify(task, loop)
+    assert v.status == "timeout", v.detail
+    assert v.tests_passed < v.tests_total
+
+
+def test_a_repository_over_the_packed_limit_is_rejected(
+    sandbox: object, repo_task: TaskRecord, repo_store: SnapshotStore
+) -> None:
+    small = RepoVerifier(sandbox, repo_store, max_packed_bytes=100)  # type: ignore[arg-type]
+    problem = small.task_problem(repo_task)
+    assert problem is not None and problem.reason == "repo.too_large"
+    assert repo_task.id in str(problem) and "workspaces" in str(problem)
+
+
+def test_test_time_writes_reach_neither_the_store_nor_the_next_run(
+    repo_verifier: RepoVerifier, repo_task: TaskRecord, repo_store: SnapshotStore
+) -> None:
+    stored = repo_store.path(repo_task.verifier.snapshot)  # type: ignore[union-attr]
+    targets = [str(stored / "tests" / "test_ops.py"), "../snap/tests/test_ops.py"]
+    vandal = "\n".join(
+        [
+            "for _p in " + repr(targets) + ":",
+            "    try:",
+            "        with open(_p, 'w') as _f:",
+            "            _f.write('def test_sub():\\n    pass\\n')",
+            "    except OSError:",
+            "        pass",
+            "",
+        ]
+    )
+    v = repo_verifier.verify(repo_task, FIX + file_diff("mathlib/__init__.py", "", vandal))
+    assert v.status == "pass", v.detail  # the fix is right; the writes went nowhere that counts
+    assert SnapshotStore(repo_store.root).path(repo_task.verifier.snapshot) == stored  # type: ignore[union-attr]
+    assert repo_verifier.verify(repo_task, "").status == "fail"

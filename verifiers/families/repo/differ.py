@@ -31,6 +31,7 @@ from tasksieve.schemas.repo import RepoSpec
 from tasksieve.verifiers.families.probes import Mutant, Observation, Probe, ProbeInfraError
 from tasksieve.verifiers.families.python.mutation import all_mutants, select
 from tasksieve.verifiers.families.python.verifier import AST_LOCK
+from tasksieve.verifiers.families.repo.guest.patchapply import lines_of
 from tasksieve.verifiers.families.repo.prompt import file_listing
 from tasksieve.verifiers.families.repo.snapshots import SnapshotError, SnapshotStore
 from tasksieve.verifiers.families.repo.verifier import RepoVerifier, TaskProblem
@@ -100,7 +101,7 @@ def _mutate_block(block: list[str]) -> list[tuple[Mutant, list[str]]]:
 
 def patch_mutants(patch: str) -> list[Mutant]:
     """Every single-change mutant of the added Python lines of ``patch`` (module docstring)."""
-    lines = patch.splitlines(keepends=True)
+    lines = lines_of(patch)
     out: list[Mutant] = []
     seen: set[str] = set()
     for path, start, end in _added_runs(lines):
@@ -143,7 +144,7 @@ class RepoDiffer:
         if len(files) > limit:
             files = sorted(random.Random(seed).sample(files, limit))
         why = "a test file of the repository, run whole"
-        return [Probe(f, f, origin="task", why=why, typical=True) for f in files]
+        return [Probe(f, f, origin="task", why=why, contracted=True, typical=True) for f in files]
 
     def observe(
         self, task: TaskRecord, solutions: Sequence[str], probes: Sequence[Probe], sandbox: Sandbox

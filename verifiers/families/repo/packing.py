@@ -72,8 +72,9 @@ def pack_tree(root: Path, prefix: str, max_bytes: int = MAX_PACKED_BYTES) -> Pac
 class PackCache:
     """The last few packs, keyed by (tree, prefix); thread-safe."""
 
-    def __init__(self, keep: int = 4) -> None:
+    def __init__(self, keep: int = 4, max_bytes: int = MAX_PACKED_BYTES) -> None:
         self.keep = keep
+        self.max_bytes = max_bytes
         self._packs: OrderedDict[tuple[str, str], Pack] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -83,7 +84,7 @@ class PackCache:
             if key in self._packs:
                 self._packs.move_to_end(key)
                 return self._packs[key]
-        pack = pack_tree(root, prefix)
+        pack = pack_tree(root, prefix, self.max_bytes)
         with self._lock:
             self._packs[key] = pack
             while len(self._packs) > self.keep:

@@ -42,7 +42,7 @@ from tasksieve.verifiers.families.repo.environments import (
     resolve,
 )
 from tasksieve.verifiers.families.repo.outcomes import Outcome, outcomes_for, parse_lines
-from tasksieve.verifiers.families.repo.packing import PackCache, PackTooLarge
+from tasksieve.verifiers.families.repo.packing import MAX_PACKED_BYTES, PackCache, PackTooLarge
 from tasksieve.verifiers.families.repo.prompt import LISTING_KEY, file_listing
 from tasksieve.verifiers.families.repo.snapshots import SnapshotError, SnapshotStore
 from tasksieve.verifiers.sandbox.base import Limits, Sandbox
@@ -78,10 +78,15 @@ class RepoVerifier(Verifier):
 
     family = "repo"
 
-    def __init__(self, sandbox: Sandbox, store: SnapshotStore | str | Path | None = None) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        store: SnapshotStore | str | Path | None = None,
+        max_packed_bytes: int = MAX_PACKED_BYTES,
+    ) -> None:
         super().__init__(sandbox)
         self.store = SnapshotStore(store) if isinstance(store, str | Path) else store
-        self.packs = PackCache()
+        self.packs = PackCache(max_bytes=max_packed_bytes)
         self._envs: dict[str, ResolvedEnv] = {}
 
     # ------------------------------------------------------------------ what a task needs

@@ -65,9 +65,11 @@ from tasksieve.verifiers.sandbox.process.runs import WORKDIR, SandboxProcess, su
 from tasksieve.verifiers.sandbox.process.seccomp import build_filter
 from tasksieve.verifiers.sandbox.process.tools import HostTools
 from tasksieve.verifiers.sandbox.process.uids import UIDS
-from tasksieve.verifiers.sandbox.process.workspace import open_process_workspace
+from tasksieve.verifiers.sandbox.process.workspace import open_process_workspace, spec_key
+from tasksieve.verifiers.sandbox.process.wspool import WorkspacePool
 from tasksieve.verifiers.sandbox.support import check_name
 from tasksieve.verifiers.sandbox.workspace import Workspace, WorkspaceSpec
+from tasksieve.verifiers.sandbox.wsclient import GuestSession
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _METHODS = {  # the isolation option -> the methods tried, in order
@@ -110,6 +112,7 @@ class ProcessSandbox(Sandbox):
         self._server: ForkServer | None = None
         self._runs: weakref.WeakValueDictionary[int, SandboxProcess] = weakref.WeakValueDictionary()
         self._runs_lock = threading.Lock()
+        self._pools: dict[tuple[object, ...], WorkspacePool] = {}
         self.method = self._select(isolation)
         if self.method == "none":
             warnings.warn(WEAK_WARNING, RuntimeWarning, stacklevel=2)
@@ -176,6 +179,9 @@ class ProcessSandbox(Sandbox):
             proc.reclaim()
         if self._server is not None:
             self._server.close()
+        pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
 
     def run(
         self,
@@ -257,6 +263,18 @@ class ProcessSandbox(Sandbox):
         """
         if not self.capabilities.workspaces:
             raise CapabilityMissing("workspaces need bubblewrap or unshare (workspaces)")
+        pool = self._pools.get(spec_key(spec))
+        return pool.take() if pool is not None else self._open_cold_workspace(spec)
+
+    def prewarm_workspaces(self, spec: WorkspaceSpec, size: int = 4) -> WorkspacePool:
+        """Keep ``size`` sessions of ``spec`` started ahead (``wspool``): ``open_workspace``
+        with an equal spec then takes one. ``close()`` stops every pool."""
+        key = spec_key(spec)
+        if key not in self._pools:
+            self._pools[key] = WorkspacePool(self._open_cold_workspace, spec, size)
+        return self._pools[key]
+
+    def _open_cold_workspace(self, spec: WorkspaceSpec) -> GuestSession:
         setup = ColdSetup(
             self.method, self.tools, self.python, self._root, self._binds, self._plan, self._seccomp
         )

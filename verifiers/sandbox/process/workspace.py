@@ -56,6 +56,12 @@ def session_env(spec: WorkspaceSpec) -> dict[str, str]:
     return env
 
 
+def spec_key(spec: WorkspaceSpec) -> tuple[object, ...]:
+    """What makes two specs open the same workspace (a pool's key)."""
+    env_vars = tuple(sorted(spec.env_vars.items()))
+    return (os.path.realpath(spec.snapshot), spec.env, env_vars, spec.limits)
+
+
 def _dirs(spec: WorkspaceSpec) -> tuple[str, str | None]:
     snap = os.path.realpath(spec.snapshot)
     if not os.path.isdir(snap):
@@ -101,7 +107,7 @@ def _config(setup: ColdSetup, spec: WorkspaceSpec, uid: int | None) -> dict[str,
 
 def _bwrap_argv(setup: ColdSetup, cfg: dict[str, Any], cfg_fd: int, info_fd: int) -> list[str]:
     assert setup.tools.bwrap
-    ns = ["--unshare-all"]
+    ns = ["--unshare-all", "--uid", "0", "--gid", "0"]  # root of its user namespace
     if setup.root:
         ns = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
         ns.append("--unshare-cgroup-try")
@@ -171,4 +177,4 @@ def open_process_workspace(setup: ColdSetup, spec: WorkspaceSpec) -> GuestSessio
         proc.init_fd, proc.init_known = init_from_info(info_r, popen.pid, 30.0), True
     assert popen.stdin is not None and popen.stdout is not None
     req, rep = os.dup(popen.stdin.fileno()), os.dup(popen.stdout.fileno())
-    return GuestSession(spec, req, rep, proc.close, describe=setup.method)
+    return GuestSession(spec, req, rep, proc.close, setup.method, popen.pid)

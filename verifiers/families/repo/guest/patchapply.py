@@ -42,9 +42,19 @@ def _clean_path(raw: str) -> str | None:
     return name
 
 
+def lines_of(text: str) -> list[str]:
+    """``text`` split after each ``\\n`` only (``str.splitlines`` also splits at form feeds
+    and other separators that may sit inside a source line)."""
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
 def _parse(text: str) -> list[tuple[str | None, str | None, list[tuple[int, list[str]]]]]:
     """(old path, new path, hunks) per file; a hunk is (old start, its lines with prefixes)."""
-    lines = text.splitlines(keepends=True)
+    lines = lines_of(text)
     files: list[tuple[str | None, str | None, list[tuple[int, list[str]]]]] = []
     i = 0
     while i < len(lines):
@@ -173,7 +183,7 @@ def apply_patch(root: str, text: str) -> list[str]:
             if not exists or not os.path.isfile(path):
                 raise PatchError(f"{rel}: the patch changes a file that does not exist")
             with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
-                content = fh.read().splitlines(keepends=True)
+                content = lines_of(fh.read())
         result = _apply_hunks(rel, content, hunks)
         if new is None:
             if result:

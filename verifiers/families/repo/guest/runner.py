@@ -304,7 +304,8 @@ def main() -> None:
     scratch = tempfile.mkdtemp(prefix="repo-guest-", dir=here if job["mode"] == "packed" else None)
     work, snap = os.path.join(here, job["work"]), os.path.join(here, job["snap"])
     job["pythonpath"] = [os.path.join(here, p) for p in job["pythonpath"]]
-    job["python"] = job.get("python") or sys.executable
+    if not os.path.isabs(job.get("python") or ""):  # e.g. "python3": this interpreter
+        job["python"] = sys.executable
     links = dict(job.get("links") or {})
     result: dict = {}
     try:

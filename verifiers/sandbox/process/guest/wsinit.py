@@ -43,7 +43,7 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
 from tasksieve.verifiers.sandbox.process.guest.rootfs import _drop, build_root
 
 _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_SETATTR = 428, 429, 442  # the same on every arch
-_OPEN_TREE_CLONE, _AT_EMPTY_PATH, _AT_RECURSIVE, _MOVE_EMPTY = 1, 0x1000, 0x8000, 4
+_OPEN_TREE_CLONE, _AT_EMPTY_PATH, _MOVE_EMPTY = 1, 0x1000, 4
 _ATTR_RDONLY, _ATTR_IDMAP = 0x1, 0x00100000
 
 
