@@ -74,3 +74,15 @@ def test_form_feeds_and_crlf_stay_inside_their_lines(tmp_path: Path) -> None:
     new = old.replace("b = 2", "b = 3")
     apply_patch(str(tmp_path), file_diff("m.py", old, new))
     assert (tmp_path / "m.py").read_bytes() == new.encode()
+
+
+def test_workspace_diffs_lose_their_cache_sections() -> None:
+    from tasksieve.verifiers.families.repo.verifier import drop_caches
+
+    keep = "diff --git a/m.py b/m.py\n" + file_diff("m.py", "a\n", "b\n")
+    name = "pkg/__pycache__/m.cpython-311.pyc"
+    pyc = f"diff --git a/{name} b/{name}\nBinary files differ\n"
+    cache = "diff --git a/.pytest_cache/v/x b/.pytest_cache/v/x\n" + file_diff(
+        ".pytest_cache/v/x", None, "1\n"
+    )
+    assert drop_caches(pyc + keep + cache) == keep

@@ -48,7 +48,8 @@ def test_shell_keeps_cwd_variables_and_background_jobs(box: ProcessSandbox, snap
         assert ws.exec("exit 3").exit_code == 3  # the shell died: a new one takes over
         again = ws.exec("echo $PWD")
         assert again.stdout == b"/workspace/pkg\n" and b"new one starts" in again.stderr
-        assert ws.alive
+        assert ws.exec("kill -9 $$").exit_code == 137  # hostile: the shell kills itself
+        assert ws.exec("echo $((6 * 7))").stdout == b"42\n" and ws.alive
     assert not ws.alive
     assert ws.exec("true").ended == "session"
 

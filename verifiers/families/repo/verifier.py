@@ -88,6 +88,7 @@ class RepoVerifier(Verifier):
         self.store = SnapshotStore(store) if isinstance(store, str | Path) else store
         self.packs = PackCache(max_bytes=max_packed_bytes)
         self._envs: dict[str, ResolvedEnv] = {}
+        self._env_errors: dict[str, str] = {}
 
     # ------------------------------------------------------------------ what a task needs
     def task_problem(self, task: TaskRecord) -> TaskProblem | None:
@@ -112,19 +113,23 @@ class RepoVerifier(Verifier):
             tree = self.store.path(spec.snapshot)
         except SnapshotError as exc:
             raise TaskProblem("repo.snapshot", f"task {task.id}: {exc}") from exc
-        key = f"{spec.environment.model_dump_json()}"
+        key = spec.environment.model_dump_json()
         env = self._envs.get(key)
         if env is None:
-            try:
-                env = resolve(
-                    spec.environment, self.store.root, self.sandbox.capabilities.site_packages
-                )
-            except EnvironmentBuildError as exc:
+            if key not in self._env_errors:  # a failed build is not retried for every task
+                try:
+                    env = resolve(
+                        spec.environment, self.store.root, self.sandbox.capabilities.site_packages
+                    )
+                except EnvironmentBuildError as exc:
+                    self._env_errors[key] = str(exc)
+            if env is None:
                 raise TaskProblem(
                     "repo.environment",
                     f"task {task.id}: environment {spec.environment.requirements} failed to "
-                    f"build; fix its requirements or pre-build it into the store: {exc}",
-                ) from exc
+                    f"build; fix its requirements or pre-build it into the store: "
+                    f"{self._env_errors[key]}",
+                )
             self._envs[key] = env
         if not self.sandbox.capabilities.workspaces:
             try:
@@ -187,7 +192,7 @@ class RepoVerifier(Verifier):
             diff = ws.diff()
         except WorkspaceError as exc:
             return Verdict(status="infra_error", detail=f"workspace diff failed: {exc}")
-        return self.verify(task, diff)
+        return self.verify(task, drop_caches(diff))
 
     def _job(self, spec: RepoSpec, solution: str, pythonpath: list[str]) -> dict[str, Any]:
         return {
@@ -279,6 +284,24 @@ def _result(
     if limit_hit in ("wall", "cpu"):
         return {"status": "timeout", "detail": f"the run hit its {limit_hit} limit: {tail}"}
     return {"status": "infra", "detail": f"guest gave no report (exit {code}, {limit_hit}): {tail}"}
+
+
+_CACHE_PART = re.compile(r"(?:^|/)(?:__pycache__|\.pytest_cache|\.mypy_cache)/|\.py[co]$")
+
+
+def drop_caches(diff: str) -> str:
+    """``diff`` without the sections of interpreter and tool caches (``__pycache__``, ``*.pyc``,
+    ``.pytest_cache``) that an agent's commands leave in a workspace; sections start at
+    ``diff --git`` lines (a diff without them is returned as it is)."""
+    if "diff --git " not in diff:
+        return diff
+    sections = re.split(r"(?m)^(?=diff --git )", diff)
+    kept = [
+        s
+        for s in sections
+        if not (s.startswith("diff --git ") and _CACHE_PART.search(s.split("\n", 1)[0]))
+    ]
+    return "".join(kept)
 
 
 def not_found_ids(tail: str) -> list[str]:

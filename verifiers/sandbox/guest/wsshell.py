@@ -238,8 +238,9 @@ class Shell:
             self.stop()
             return {"exit": None, "out": out, "err": err, "ended": why}
         if code[0] is not None or not status:
-            self.note = f"[the shell exited ({code[0]}); a new one starts here]\n".encode()
-            return {"exit": code[0], "out": out, "err": err, "ended": None}
+            died = code[0] if code[0] is None or code[0] >= 0 else 128 - code[0]
+            self.note = f"[the shell exited ({died}); a new one starts here]\n".encode()
+            return {"exit": died, "out": out, "err": err, "ended": None}
         rc, jobs, cwd = status.decode(errors="replace").rstrip("\n").split("|", 2)
         self.jobs = {int(j) for j in jobs.split(",") if j.strip().isdigit()}
         self.cwd = cwd or self.cwd

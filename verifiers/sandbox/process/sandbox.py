@@ -113,6 +113,7 @@ class ProcessSandbox(Sandbox):
         self._runs: weakref.WeakValueDictionary[int, SandboxProcess] = weakref.WeakValueDictionary()
         self._runs_lock = threading.Lock()
         self._pools: dict[tuple[object, ...], WorkspacePool] = {}
+        self._workspaces: weakref.WeakSet[GuestSession] = weakref.WeakSet()
         self.method = self._select(isolation)
         if self.method == "none":
             warnings.warn(WEAK_WARNING, RuntimeWarning, stacklevel=2)
@@ -170,8 +171,8 @@ class ProcessSandbox(Sandbox):
         """Kill every run still going and wait until none of its processes exists.
 
         The fork server is stopped (it kills its runs first); per-run sandboxes that were
-        spawned and not yet closed are killed here. The sandbox stays usable (a later run
-        starts a new server).
+        spawned and not yet closed are killed here, and so are workspaces opened here and not
+        closed yet. The sandbox stays usable (a later run starts a new server).
         """
         with self._runs_lock:
             runs = list(self._runs.values())
@@ -182,6 +183,8 @@ class ProcessSandbox(Sandbox):
         pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             pool.close()
+        for ws in list(self._workspaces):
+            ws.close()
 
     def run(
         self,
@@ -264,7 +267,9 @@ class ProcessSandbox(Sandbox):
         if not self.capabilities.workspaces:
             raise CapabilityMissing("workspaces need bubblewrap or unshare (workspaces)")
         pool = self._pools.get(spec_key(spec))
-        return pool.take() if pool is not None else self._open_cold_workspace(spec)
+        ws = pool.take() if pool is not None else self._open_cold_workspace(spec)
+        self._workspaces.add(ws)
+        return ws
 
     def prewarm_workspaces(self, spec: WorkspaceSpec, size: int = 4) -> WorkspacePool:
         """Keep ``size`` sessions of ``spec`` started ahead (``wspool``): ``open_workspace``
