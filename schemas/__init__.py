@@ -12,6 +12,7 @@ from tasksieve.schemas.records import (
     Rollout,
     StrengthCheck,
     SurvivingMutant,
+    TrajectoryStep,
     Verdict,
     VerdictStatus,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "StrengthCheck",
     "SurvivingMutant",
     "TaskRecord",
+    "TrajectoryStep",
     "Verdict",
     "VerdictStatus",
 ]

@@ -16,7 +16,13 @@ from typing import Any, Literal, Union, get_args, get_origin
 import pyarrow as pa
 from pydantic import BaseModel
 
-from tasksieve.schemas.records import JSON_TEXT, CuratedTask, RejectedRecord, Rollout
+from tasksieve.schemas.records import (
+    JSON_TEXT,
+    CuratedTask,
+    RejectedRecord,
+    Rollout,
+    TrajectoryStep,
+)
 from tasksieve.schemas.task import SCHEMA_VERSION
 
 
@@ -70,3 +76,4 @@ def arrow_schema(model: type[BaseModel], fingerprint: str = "") -> pa.Schema:
 TASKS_SCHEMA = arrow_schema(CuratedTask)
 ROLLOUTS_SCHEMA = arrow_schema(Rollout)
 REJECTED_SCHEMA = arrow_schema(RejectedRecord)
+TRAJECTORIES_SCHEMA = arrow_schema(TrajectoryStep)

@@ -11,7 +11,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tasksieve.schemas.records import CuratedTask, Manifest, RejectedRecord, Rollout, Verdict
+from tasksieve.schemas.records import (
+    CuratedTask,
+    Manifest,
+    RejectedRecord,
+    Rollout,
+    TrajectoryStep,
+    Verdict,
+)
 from tasksieve.schemas.task import SCHEMA_VERSION, TaskRecord
 
 HERE = Path(__file__).resolve().parent
@@ -20,6 +27,7 @@ EXPORTS: dict[str, type[BaseModel]] = {
     "task.schema.json": TaskRecord,
     "verdict.schema.json": Verdict,
     "rollout.schema.json": Rollout,
+    "trajectory.schema.json": TrajectoryStep,
     "curated_task.schema.json": CuratedTask,
     "rejected.schema.json": RejectedRecord,
     "manifest.schema.json": Manifest,

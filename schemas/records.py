@@ -239,6 +239,11 @@ class CuratedTask(_Rec):
     k_by_turn: list[int] | None = Field(
         default=None, description="Multi-turn runs: episodes passed by turn 1, 2, .. T."
     )
+    episode_steps: list[int] | None = Field(
+        default=None,
+        description="Agent runs (--agent): the number of steps of each of the task's episodes, "
+        "in episode order (the pass rate is the share of episodes the verifier passed).",
+    )
     ci_low: float
     ci_high: float
     difficulty: Difficulty
@@ -274,6 +279,46 @@ class CuratedTask(_Rec):
                 "feedback": self.feedback,
             }
         )
+
+
+class TrajectoryStep(_Rec):
+    """One step of an agent episode: the action, what it showed, and how the episode ended.
+
+    The rows of one episode share ``task_id`` and ``episode`` and are numbered by ``step``
+    from 1; the episode's ending, verdict and reward repeat on each of its rows.
+    """
+
+    task_id: str
+    family: str
+    episode: int = Field(description="The episode's index among the task's K episodes.")
+    step: int
+    action_kind: str = Field(description="run, view, replace, submit or invalid.")
+    action: str = Field(description="The command, or the tool call as text.")
+    reply: str = Field(description="The model's reply as sent (text protocol) or its text.")
+    observation: str = Field(description="What the agent saw, cut by the truncation rule.")
+    observation_truncated: bool
+    exit_code: int | None = None
+    ended: str | None = Field(
+        default=None, description="Why the command or its session stopped (wall, session, ..)."
+    )
+    duration_s: float = Field(description="Wall time of the action in the sandbox.")
+    tokens_in: int | None = Field(default=None, description="Prompt tokens of the step's reply.")
+    tokens_out: int | None = Field(default=None, description="Tokens of the step's reply.")
+    episode_steps: int
+    episode_ending: str = Field(
+        description="submitted, max_steps, max_tokens, wall, protocol_errors, session_lost, "
+        "no_session or policy_error."
+    )
+    episode_wall_s: float
+    verdict_status: str
+    verdict_detail: str = ""
+    tests_passed: int = 0
+    tests_total: int = 0
+    reward: float | None = Field(
+        default=None, description="The episode's reward from its verdict (null: infra_error)."
+    )
+    model_id: str
+    run_id: str
 
 
 class RejectedRecord(_Rec):

@@ -50,6 +50,7 @@ ROOMS: dict[str, set[str]] = {
         "reliability",
         "rollouts",
         "samplers",
+        "agent",
         "filter",
         "write",
         "reasons",

@@ -45,6 +45,7 @@ def curated_row(s: Scored, run_id: str, fingerprint: str, difficulty: Difficulty
         pass_rate=s.k / s.n,
         pass_rate_by_turn=None if s.k_by_turn is None else [k / s.n for k in s.k_by_turn],
         k_by_turn=s.k_by_turn,
+        episode_steps=s.episode_steps,
         ci_low=lo,
         ci_high=hi,
         difficulty=difficulty,

@@ -1,4 +1,5 @@
-"""Write: tasks/ (partitioned by family), rejected/ and rollouts/ as zstd Parquet shards.
+"""Write: tasks/ (partitioned by family), rejected/ and rollouts/ as zstd Parquet shards,
+plus trajectories/ (one row per agent step) for runs with agent episodes.
 
 Shards go under the directory given (the run's staging directory, local or remote); Beam's
 file sink writes each shard to a temporary name and renames it when the bundle commits.
@@ -13,7 +14,12 @@ import pyarrow as pa
 from apache_beam.io.parquetio import WriteToParquet
 
 from tasksieve.schemas import FAMILIES
-from tasksieve.schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
+from tasksieve.schemas.arrow import (
+    REJECTED_SCHEMA,
+    ROLLOUTS_SCHEMA,
+    TASKS_SCHEMA,
+    TRAJECTORIES_SCHEMA,
+)
 from tasksieve.transforms.runtime import fsio, progress
 
 
@@ -90,4 +96,13 @@ class Write(beam.PTransform):
                 with_fingerprint(ROLLOUTS_SCHEMA, fp, rid),
             )
         )
+        if "trajectories" in outputs:  # agent runs (transforms.agent)
+            written.append(
+                outputs["trajectories"]
+                | "Trajectories"
+                >> _sink(
+                    fsio.join(self.root, "trajectories", "part"),
+                    with_fingerprint(TRAJECTORIES_SCHEMA, fp, rid),
+                )
+            )
         return tuple(written) | "Written" >> beam.Flatten()

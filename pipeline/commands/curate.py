@@ -19,6 +19,7 @@ from rich.logging import RichHandler
 from tasksieve.pipeline.curate.config import CurateConfig
 from tasksieve.pipeline.curate.stage_counts import StageSpec, curate_stages
 from tasksieve.pipeline.flags.adaptive import adaptive_config
+from tasksieve.pipeline.flags.agent import agent_config
 from tasksieve.pipeline.flags.reliability import ambiguity_config, strength_config
 from tasksieve.pipeline.flags.repo import snapshot_store
 from tasksieve.pipeline.flags.sampler import check_server_args, server_fields
@@ -116,6 +117,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
         ),
         band=BandConfig(too_hard=args.too_hard, too_easy=args.too_easy),
         episodes=episode_config(args),
+        agent=agent_config(args),
         adaptive=adaptive_config(args),
         runner=args.runner,
         beam_args=tuple(beam_args),
@@ -161,7 +163,13 @@ def quiet_libraries(verbose: bool, quiet: bool, console: Console) -> None:
 
 def stages_of(cfg: CurateConfig) -> list[StageSpec]:
     """The stages the run's config builds, as the progress display shows them."""
-    mode = "episodes" if cfg.episodes.turns > 1 else "adaptive" if cfg.adaptive else "one-shot"
+    mode = (
+        "episodes"
+        if cfg.episodes.turns > 1 or cfg.agent
+        else "adaptive"
+        if cfg.adaptive
+        else "one-shot"
+    )
     return curate_stages(
         strength=cfg.strength.enabled, ambiguity=cfg.ambiguity.enabled, rollouts=mode
     )

@@ -32,9 +32,10 @@ PROG = "tasksieve query"
 _EPILOG = """\
 views:  tasks (verifier as a typed struct), tasks_code / tasks_sql / tasks_api / tasks_config,
         rejected, rollouts, runs, current_run, stage_counters, stages, family_summary,
-        task_reliability (mutation score, probes agreed), surviving_mutants (one per survivor)
+        task_reliability (mutation score, probes agreed), surviving_mutants (one per survivor),
+        trajectories (agent runs: one row per step), episodes (one row per agent episode)
 macros: pass_rate_histogram(bins := 10), funnel(), rejection_reasons(), rollouts_of('ID'),
-        checks_of('ID'), task_fate('ID')
+        checks_of('ID'), task_fate('ID'), episode_endings(), trajectory_of('ID', EPISODE)
 examples:
   tasksieve query out "select family, count(*), avg(pass_rate) from tasks group by 1"
   tasksieve query out "from funnel()" --format csv

@@ -5,6 +5,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from tasksieve.pipeline.curate.config import CurateConfig
+from tasksieve.transforms.agent.stage import TRAJECTORIES, AgentEpisodes
 from tasksieve.transforms.decontam.stage import Decontaminate
 from tasksieve.transforms.dedup.exact import ExactDedup
 from tasksieve.transforms.dedup.near import NearDedup
@@ -36,7 +37,13 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
         strong, strength_rejected = measured["ok"], [measured[REJECTED]]
     cache = cfg.cache_dir()
     sampler_rejected = []
-    if cfg.episodes.turns > 1:
+    outputs = {}
+    if cfg.agent is not None:
+        verified = strong | "AgentEpisodes" >> AgentEpisodes(
+            cfg.sampler, cfg.agent, cfg.sandbox, run_id, cfg.band
+        )
+        outputs[TRAJECTORIES] = verified[TRAJECTORIES]
+    elif cfg.episodes.turns > 1:
         verified = strong | "Episodes" >> Episodes(
             cfg.sampler, cfg.episodes, cfg.sandbox, run_id, cfg.band, cfg.gates.retry, cache
         )
@@ -71,4 +78,5 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
         "tasks": kept["ok"],
         "rejected": rejected,
         "rollouts": verified[ROLLOUTS],
+        **outputs,
     } | "Write" >> Write(root, fp, run_id)

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tasksieve.transforms.agent.config import AgentConfig
 from tasksieve.transforms.algorithms.adaptive_stopping import AdaptiveConfig
 from tasksieve.transforms.algorithms.stats import BandConfig
 from tasksieve.transforms.decontam.stage import DecontamConfig
@@ -38,6 +39,8 @@ class CurateConfig:
     """Multi-turn episodes (``--turns``; one turn: the one-shot Rollouts and Verify stages)."""
     adaptive: AdaptiveConfig | None = None
     """Sample in rounds and stop a task once its label is settled (``--adaptive``)."""
+    agent: AgentConfig | None = None
+    """Agent episodes over repo tasks (``--agent``, tasksieve.transforms.agent)."""
     overwrite: bool = False
     runner: str = "DirectRunner"
     beam_args: tuple[str, ...] = ()
@@ -52,6 +55,11 @@ class CurateConfig:
         if not self.output:
             raise ValueError("need an --output directory")
         self._check_adaptive()
+        if self.agent is not None and (self.adaptive is not None or self.episodes.turns > 1):
+            raise ValueError(
+                "--agent runs episodes of its own: drop --adaptive and --turns (an agent "
+                "episode already acts over many steps)"
+            )
 
     def _check_adaptive(self) -> None:
         """``--adaptive`` takes its maximum from ``--samples`` and samples single turns."""
@@ -82,6 +90,8 @@ class CurateConfig:
             data["sampler"].pop(key, None)
         if self.episodes.turns == 1:  # one-turn runs keep their earlier fingerprint
             data.pop("episodes")
+        if data["agent"] is None:  # runs without agents keep their earlier fingerprint
+            data.pop("agent")
         if data["adaptive"] is None:  # fingerprints of fixed-K runs stay as they were
             data.pop("adaptive")
         if data["sampler"].get("first_sample") == 0:

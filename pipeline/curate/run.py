@@ -120,6 +120,10 @@ def summarise(root: Path) -> tuple[dict[str, int], dict[str, int], dict[str, int
         "rejected": [str(f.relative_to(root)) for f in rej_files],
         "rollouts": [str(f.relative_to(root)) for f in roll_files],
     }
+    steps = _files(root, "trajectories")  # agent runs only
+    if steps:
+        counts["trajectory_steps"] = sum(pq.read_metadata(f).num_rows for f in steps)
+        outputs["trajectories"] = [str(f.relative_to(root)) for f in steps]
     return counts, dict(sorted(reasons.items())), dict(sorted(hist.items())), outputs
 
 

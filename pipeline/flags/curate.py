@@ -9,6 +9,7 @@ import argparse
 
 from tasksieve.pipeline.commands.decontaminate import add_decontam_flags
 from tasksieve.pipeline.flags.adaptive import add_adaptive_flags
+from tasksieve.pipeline.flags.agent import add_agent_flags
 from tasksieve.pipeline.flags.reliability import add_reliability_flags
 from tasksieve.pipeline.flags.repo import add_snapshot_store_flag
 from tasksieve.pipeline.flags.runner import runner_name
@@ -78,6 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_vllm_flags(p)
     add_adaptive_flags(p)
     add_episode_flags(p)
+    add_agent_flags(p)
     p.add_argument("--too-hard", type=float, default=0.0, help="reject pass rate <= this")
     p.add_argument("--too-easy", type=float, default=1.0, help="reject pass rate >= this")
     add_dedup_flags(p)

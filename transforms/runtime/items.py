@@ -55,6 +55,8 @@ class Scored:
     ambiguity: AmbiguityCheck | None = None  # set by the Ambiguity stage
     k_by_turn: list[int] | None = None
     """Multi-turn runs: episodes passed by turn 1..T (k is the band turn's entry)."""
+    episode_steps: list[int] | None = None
+    """Agent runs: the steps of each episode, in episode order."""
 
     @property
     def short(self) -> bool:

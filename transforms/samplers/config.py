@@ -122,6 +122,8 @@ class SampleRequest:
     history: tuple[tuple[str, str], ...] = ()
     turn: int = 1
     episode: int | None = None
+    system: str | None = None
+    """Replaces the family's system instruction (agent episodes send their protocol here)."""
 
 
 @dataclass(frozen=True)

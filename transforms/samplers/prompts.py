@@ -47,7 +47,10 @@ def render_messages(req: SampleRequest) -> list[dict[str, str]]:
     """Chat messages: a system instruction asking for one fenced block, then the prompt,
     then (later turns of an episode) the conversation so far."""
     return [
-        {"role": "system", "content": system_instruction(req.family, req.entry_point)},
+        {
+            "role": "system",
+            "content": req.system or system_instruction(req.family, req.entry_point),
+        },
         {"role": "user", "content": req.prompt},
         *({"role": role, "content": content} for role, content in req.history),
     ]

@@ -14,6 +14,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from tasksieve.pipeline.outputs.catalog.agent_sql import (
+    AGENT_MACRO_STATEMENTS,
+    AGENT_MACROS,
+    AGENT_VIEWS,
+    agent_view_statements,
+)
 from tasksieve.pipeline.outputs.catalog.duck_types import (
     FAMILY_SPECS,
     arrow_columns,
@@ -23,14 +29,25 @@ from tasksieve.pipeline.outputs.catalog.duck_types import (
     verifier_structure,
 )
 from tasksieve.schemas import Manifest
-from tasksieve.schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TASKS_SCHEMA
+from tasksieve.schemas.arrow import (
+    REJECTED_SCHEMA,
+    ROLLOUTS_SCHEMA,
+    TASKS_SCHEMA,
+    TRAJECTORIES_SCHEMA,
+)
 from tasksieve.transforms.reasons import STAGES
 
-SHARDS = {"tasks": TASKS_SCHEMA, "rejected": REJECTED_SCHEMA, "rollouts": ROLLOUTS_SCHEMA}
+SHARDS = {
+    "tasks": TASKS_SCHEMA,
+    "rejected": REJECTED_SCHEMA,
+    "rollouts": ROLLOUTS_SCHEMA,
+    "trajectories": TRAJECTORIES_SCHEMA,
+}
 GLOBS = {
     "tasks": "tasks/**/*.parquet",
     "rejected": "rejected/*.parquet",
     "rollouts": "rollouts/*.parquet",
+    "trajectories": "trajectories/*.parquet",
 }
 
 VIEWS = (
@@ -45,6 +62,7 @@ VIEWS = (
     "family_summary",
     "task_reliability",
     "surviving_mutants",
+    *AGENT_VIEWS,
 )
 MACROS = (
     "pass_rate_histogram",
@@ -53,6 +71,7 @@ MACROS = (
     "rollouts_of",
     "checks_of",
     "task_fate",
+    *AGENT_MACROS,
 )
 
 
@@ -290,4 +309,5 @@ FROM rejected WHERE record_id = task""",
 
 def statements(layout: Layout) -> list[str]:
     """Every statement that defines the catalog, views first."""
-    return [*view_statements(layout), *MACRO_STATEMENTS]
+    agent = agent_view_statements(_shard_source("trajectories", layout))
+    return [*view_statements(layout), *agent, *MACRO_STATEMENTS, *AGENT_MACRO_STATEMENTS]

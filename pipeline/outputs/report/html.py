@@ -304,8 +304,9 @@ def config_section(d: ReportData) -> str:
     )
 
 
-def render(d: ReportData, figs: dict[str, str | None], note: str = "") -> str:
-    """The whole page. ``figs`` maps funnel/pass_rates/verdicts to data URIs (None: not drawn)."""
+def render(d: ReportData, figs: dict[str, str | None], note: str = "", extra: str = "") -> str:
+    """The whole page. ``figs`` maps funnel/pass_rates/verdicts to data URIs (None: not drawn);
+    ``extra`` is more sections' HTML, before the config (agent runs)."""
     extra = f'<p class="note" id="figures-note">{e(note)}</p>' if note else ""
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -319,6 +320,7 @@ def render(d: ReportData, figs: dict[str, str | None], note: str = "") -> str:
         + pass_rate_section(d, figs.get("pass_rates"))
         + rollout_section(d, figs.get("verdicts"))
         + (checks_section(d.checks) if d.checks is not None else "")
+        + extra
         + config_section(d)
         + "</main></body></html>\n"
     )

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tasksieve.pipeline.outputs.layout import RunLayout
+from tasksieve.pipeline.outputs.report.agent import agent_section
 from tasksieve.pipeline.outputs.report.data import ReportData, gather
 from tasksieve.pipeline.outputs.report.html import render
 
@@ -52,7 +54,7 @@ def write_report(out_dir: Path, output: Path | None = None) -> Path:
     target = Path(output) if output is not None else out_dir / REPORT_NAME
     data = gather(out_dir)
     figs, note = draw(data)
-    page = render(data, figs, note)
+    page = render(data, figs, note, agent_section(RunLayout.find(out_dir)))
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
         tmp.write_text(page, encoding="utf-8")

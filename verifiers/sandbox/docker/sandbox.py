@@ -43,7 +43,9 @@ from tasksieve.verifiers.sandbox.docker.execution import (
 )
 from tasksieve.verifiers.sandbox.docker.image import image_name
 from tasksieve.verifiers.sandbox.docker.pool import SCRATCH, USER, Pool, Shape, Slot
+from tasksieve.verifiers.sandbox.docker.workspace import open_docker_workspace
 from tasksieve.verifiers.sandbox.support import check_name, limit_from
+from tasksieve.verifiers.sandbox.workspace import Workspace, WorkspaceSpec
 
 _PATH = "/usr/local/bin:/usr/bin:/bin"
 _SIGKILL_EXIT = 128 + 9
@@ -110,7 +112,7 @@ class DockerSandbox(Sandbox):
         self.pool.sweep()
         self.pool.warm(self._shape(Limits()), pool_size)
         # The container's PID 1 is the server, so a run may not signal every process it sees.
-        self.capabilities = Capabilities(spawn=True, warm_scripts=True)
+        self.capabilities = Capabilities(spawn=True, warm_scripts=True, workspaces=True)
 
     # ------------------------------------------------------------------ public API
     def describe(self) -> dict[str, str | bool]:
@@ -131,6 +133,11 @@ class DockerSandbox(Sandbox):
     def close(self) -> None:
         """Remove every container of the pool."""
         self.pool.close()
+
+    def open_workspace(self, spec: WorkspaceSpec) -> Workspace:
+        """A live workspace in a container of its own (``docker.workspace``); the caller
+        closes it."""
+        return open_docker_workspace(spec, self.image)
 
     def run(
         self,

@@ -15,3 +15,4 @@ _GUEST = Path(__file__).parent / "guest"  # scripts: never imported on the host,
 RLIMIT_LAUNCHER = bundle(str(_GUEST / "rlimit_launcher.py"))
 COLLECTOR = bundle(str(_GUEST / "collector.py"))
 MOUNTNS = bundle(str(_GUEST / "mountns.py"))
+WSINIT = bundle(str(_GUEST / "wsinit.py"))

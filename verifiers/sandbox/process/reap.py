@@ -30,6 +30,15 @@ from collections.abc import Callable
 from typing import Any
 
 
+def _readable(fds: list[int], timeout: float) -> list[int]:
+    """The descriptors of ``fds`` readable within ``timeout`` seconds (``poll``: unlike
+    ``select`` it takes descriptors above 1023, which a host holding many sessions has)."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return [fd for fd, _ in poller.poll(max(timeout, 0.0) * 1000)]
+
+
 def inits_of(pid: int) -> list[int]:
     """Pidfds of the live children of ``pid`` (empty when it has none or has exited)."""
     try:
@@ -52,7 +61,7 @@ def wait_gone(pidfds: list[int], timeout: float) -> bool:
         wait = end - time.monotonic()
         if wait <= 0:
             break
-        ready, _, _ = select.select(left, [], [], wait)
+        ready = _readable(left, wait)
         left = [f for f in left if f not in ready]
     for f in pidfds:
         with contextlib.suppress(OSError):
@@ -109,7 +118,7 @@ def init_from_info(info_fd: int, launcher: int, timeout: float) -> int | None:
     end = time.monotonic() + timeout
     try:
         while (left := end - time.monotonic()) > 0:
-            ready, _, _ = select.select([info_fd], [], [], left)
+            ready = _readable([info_fd], left)
             if not ready:
                 break
             chunk = os.read(info_fd, 4096)

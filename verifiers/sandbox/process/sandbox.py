@@ -65,7 +65,11 @@ from tasksieve.verifiers.sandbox.process.runs import WORKDIR, SandboxProcess, su
 from tasksieve.verifiers.sandbox.process.seccomp import build_filter
 from tasksieve.verifiers.sandbox.process.tools import HostTools
 from tasksieve.verifiers.sandbox.process.uids import UIDS
+from tasksieve.verifiers.sandbox.process.workspace import open_process_workspace, spec_key
+from tasksieve.verifiers.sandbox.process.wspool import WorkspacePool
 from tasksieve.verifiers.sandbox.support import check_name
+from tasksieve.verifiers.sandbox.workspace import Workspace, WorkspaceSpec
+from tasksieve.verifiers.sandbox.wsclient import GuestSession
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _METHODS = {  # the isolation option -> the methods tried, in order
@@ -108,6 +112,8 @@ class ProcessSandbox(Sandbox):
         self._server: ForkServer | None = None
         self._runs: weakref.WeakValueDictionary[int, SandboxProcess] = weakref.WeakValueDictionary()
         self._runs_lock = threading.Lock()
+        self._pools: dict[tuple[object, ...], WorkspacePool] = {}
+        self._workspaces: weakref.WeakSet[GuestSession] = weakref.WeakSet()
         self.method = self._select(isolation)
         if self.method == "none":
             warnings.warn(WEAK_WARNING, RuntimeWarning, stacklevel=2)
@@ -134,6 +140,7 @@ class ProcessSandbox(Sandbox):
             site_packages=tuple(
                 sandbox_site_paths() if self.method in _NAMESPACED else venv_site_paths()
             ),
+            workspaces=self.method in _NAMESPACED,
         )
 
     # ------------------------------------------------------------------ public API
@@ -164,8 +171,8 @@ class ProcessSandbox(Sandbox):
         """Kill every run still going and wait until none of its processes exists.
 
         The fork server is stopped (it kills its runs first); per-run sandboxes that were
-        spawned and not yet closed are killed here. The sandbox stays usable (a later run
-        starts a new server).
+        spawned and not yet closed are killed here, and so are workspaces opened here and not
+        closed yet. The sandbox stays usable (a later run starts a new server).
         """
         with self._runs_lock:
             runs = list(self._runs.values())
@@ -173,6 +180,11 @@ class ProcessSandbox(Sandbox):
             proc.reclaim()
         if self._server is not None:
             self._server.close()
+        pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
+        for ws in list(self._workspaces):
+            ws.close()
 
     def run(
         self,
@@ -246,6 +258,32 @@ class ProcessSandbox(Sandbox):
         }
         proc, collect_r = start_run(self._server, job, files, bool(collect))
         return SandboxProcess(proc, time.monotonic(), collect_r)
+
+    def open_workspace(self, spec: WorkspaceSpec) -> Workspace:
+        """Open a live copy-on-write workspace over ``spec.snapshot`` (see ``workspace.py``).
+
+        The caller owns it and must ``close()`` it. Needs namespaces (``workspaces``).
+        """
+        if not self.capabilities.workspaces:
+            raise CapabilityMissing("workspaces need bubblewrap or unshare (workspaces)")
+        pool = self._pools.get(spec_key(spec))
+        ws = pool.take() if pool is not None else self._open_cold_workspace(spec)
+        self._workspaces.add(ws)
+        return ws
+
+    def prewarm_workspaces(self, spec: WorkspaceSpec, size: int = 4) -> WorkspacePool:
+        """Keep ``size`` sessions of ``spec`` started ahead (``wspool``): ``open_workspace``
+        with an equal spec then takes one. ``close()`` stops every pool."""
+        key = spec_key(spec)
+        if key not in self._pools:
+            self._pools[key] = WorkspacePool(self._open_cold_workspace, spec, size)
+        return self._pools[key]
+
+    def _open_cold_workspace(self, spec: WorkspaceSpec) -> GuestSession:
+        setup = ColdSetup(
+            self.method, self.tools, self.python, self._root, self._binds, self._plan, self._seccomp
+        )
+        return open_process_workspace(setup, spec)
 
     def _track(self, proc: SandboxProcess) -> SandboxProcess:
         with self._runs_lock:

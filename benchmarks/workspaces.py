@@ -1,0 +1,288 @@
+"""Workspaces: copy-on-write creation, commands in a live session, idle sessions, churn.
+
+Sub-measures (any subset; all by default), each printing the load before and after:
+
+- ``--create``: a generated repository of ``--files`` files; p50/p99 of (a) the
+  copy-on-write layer alone (a quota tmpfs plus an overlay mounted in a private mount
+  namespace), (b) a cold ``open_workspace`` (namespaces, root, layer, guest agent, shell
+  ready), (c) ``open_workspace`` from a pre-started pool (``prewarm_workspaces``), against
+  (d) ``cp -a`` of the tree and (e) ``docker run -d`` of a container whose image holds it.
+- ``--exec``: ``true`` in a live session's shell vs ``docker exec`` into a warm container.
+- ``--idle N``: N idle sessions held at once; proportional memory (PSS, from
+  ``/proc/PID/smaps_rollup``) of every host process of each session.
+- ``--churn N``: N sessions open at once (opened from 8 threads), each used, all closed; the
+  processes in /proc and the lines of /proc/self/mountinfo before and after.
+
+    sudo python -m benchmarks.workspaces --create --exec --idle 1000 --churn 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from benchmarks.timing import machine_line
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.sandbox.workspace import SessionLimits, WorkspaceSpec
+from tasksieve.verifiers.sandbox.wsclient import GuestSession
+
+IMAGE = "tasksieve-sandbox:latest"
+LAYER_SCRIPT = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+def mount(src, dst, fs, data):
+    if libc.mount(src.encode(), dst.encode(), fs.encode(), 0, data.encode()) != 0:
+        raise OSError(ctypes.get_errno(), "mount " + dst)
+lower, base, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+libc.mount(b"none", b"/", None, 0x4000 | (1 << 18), None)
+for i in range(n):
+    t = time.perf_counter()
+    ws = f"{base}/ws{i}"
+    os.mkdir(ws)
+    mount("layer", ws, "tmpfs", "size=64m")
+    os.mkdir(ws + "/u"); os.mkdir(ws + "/w")
+    mount("overlay", ws, "overlay", f"lowerdir={lower},upperdir={ws}/u,workdir={ws}/w")
+    print((time.perf_counter() - t) * 1000, flush=True)
+"""
+
+
+def pct(xs: list[float], q: float) -> float:
+    """The ``q`` quantile of ``xs`` (nearest rank)."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def line(name: str, ms: list[float]) -> str:
+    return f"  {name:<34} p50 {statistics.median(ms):9.2f} ms   p99 {pct(ms, 0.99):9.2f} ms"
+
+
+def make_repo(root: Path, files: int) -> None:
+    """``files`` small Python files in nested packages under ``root``."""
+    for i in range(files):
+        d = root / f"pkg{i % 20}" / f"sub{i % 7}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"mod{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n" * 20)
+
+
+def timed(fn: Callable[[], object], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def docker_ok() -> bool:
+    try:
+        r = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
+def docker_image_with(repo: Path) -> str:
+    tag = "tasksieve-bench-repo:latest"
+    (repo.parent / "Dockerfile").write_text(f"FROM {IMAGE}\nCOPY repo /snapshot\n")
+    subprocess.run(["docker", "build", "-q", "-t", tag, str(repo.parent)], check=True,
+                   capture_output=True, timeout=600)  # fmt: skip
+    return tag
+
+
+def bench_create(sb: ProcessSandbox, repo: Path, n: int) -> None:
+    spec = WorkspaceSpec(str(repo))
+    scratch = Path(tempfile.mkdtemp(prefix="ws-bench-"))
+    try:
+        out = subprocess.run(
+            ["unshare", "--mount", "python3", "-I", "-S", "-c", LAYER_SCRIPT, str(repo),
+             str(scratch), str(n)], capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        layer = [float(x) for x in out.split()]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(line("copy-on-write layer (mounts only)", layer))
+    cold = []
+    for _ in range(n):
+        t = time.perf_counter()
+        ws = sb.open_workspace(spec)
+        cold.append((time.perf_counter() - t) * 1000)
+        ws.close()
+    print(line("open_workspace, cold", cold))
+    pool = sb.prewarm_workspaces(spec, size=4)
+    warm = []
+    for _ in range(n):
+        pool.wait_ready(60)
+        t = time.perf_counter()
+        ws = sb.open_workspace(spec)
+        warm.append((time.perf_counter() - t) * 1000)
+        ws.close()
+    pool.close()
+    print(line("open_workspace, pre-started pool", warm))
+    dest = Path(tempfile.mkdtemp(prefix="ws-bench-cp-", dir=repo.parent))
+    cps = []
+    for i in range(min(n, 30)):  # deleting copies is slow where the disk discards blocks
+        t = time.perf_counter()
+        subprocess.run(["cp", "-a", str(repo), str(dest / str(i))], check=True)
+        cps.append((time.perf_counter() - t) * 1000)
+    shutil.rmtree(dest, ignore_errors=True)
+    print(line(f"cp -a of the tree ({len(cps)} copies)", cps))
+    cp50 = statistics.median(cps)
+    print(f"  cp -a p50 / layer p50 = {cp50 / statistics.median(layer):.0f}x; "
+          f"/ cold open p50 = {cp50 / statistics.median(cold):.1f}x; "
+          f"/ pooled open p50 = {cp50 / statistics.median(warm):.0f}x")  # fmt: skip
+    if not docker_ok():
+        print("  docker run: skipped (no engine or no sandbox image)")
+        return
+    tag = docker_image_with(repo)
+    runs = []
+    for _ in range(min(n, 20)):
+        t = time.perf_counter()
+        cid = subprocess.run(["docker", "run", "-d", "--network", "none", tag, "sleep", "60"],
+                             capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+        runs.append((time.perf_counter() - t) * 1000)
+        subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
+    print(line(f"docker run -d ({len(runs)} runs)", runs))
+
+
+def bench_exec(sb: ProcessSandbox, repo: Path, n: int) -> None:
+    with sb.open_workspace(WorkspaceSpec(str(repo))) as ws:
+        ws.exec("true")
+        live = timed(lambda: ws.exec("true"), n)
+    print(line("exec 'true' in a live session", live))
+    if not docker_ok():
+        print("  docker exec: skipped (no engine or no sandbox image)")
+        return
+    cid = subprocess.run(["docker", "run", "-d", "--network", "none", IMAGE, "sleep", "300"],
+                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    try:
+        de = timed(lambda: subprocess.run(["docker", "exec", cid, "true"], check=True), min(n, 50))
+    finally:
+        subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
+    print(line("docker exec 'true', warm container", de))
+    print(f"  docker exec p50 / live exec p50 = "
+          f"{statistics.median(de) / statistics.median(live):.0f}x")  # fmt: skip
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(p.name))
+    return kids
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        for ln in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if ln.startswith("Pss:"):
+                return int(ln.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def session_pss_kb(session: GuestSession, kids: dict[int, list[int]]) -> tuple[int, int]:
+    """(PSS in KiB, process count) of a session's host processes (launcher and below)."""
+    todo, total, count = [session.host_pid or 0], 0, 0
+    while todo:
+        pid = todo.pop()
+        total, count = total + _pss_kb(pid), count + 1
+        todo += kids.get(pid, [])
+    return total, count
+
+
+def bench_idle(sb: ProcessSandbox, repo: Path, n: int) -> None:
+    limits = SessionLimits(idle_s=3600, lifetime_s=7200)
+    spec = WorkspaceSpec(str(repo), limits=limits)
+    mem0 = Path("/proc/meminfo").read_text().split("\n")[2]
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(4) as ex:
+        sessions = list(ex.map(lambda _: sb.open_workspace(spec), range(n)))
+    opened = time.perf_counter() - t0
+    try:
+        assert all(s.exec("true").exit_code == 0 for s in sessions)
+        kids = _children()
+        per = [session_pss_kb(s, kids) for s in sessions]
+        kb = [p for p, _ in per]
+        print(f"  {n} idle sessions opened in {opened:.1f} s, all answering; "
+              f"{per[0][1]} host processes each")  # fmt: skip
+        print(f"  PSS per idle session: p50 {statistics.median(kb) / 1024:.2f} MB, "
+              f"max {max(kb) / 1024:.2f} MB, total {sum(kb) / 1024:.0f} MB")  # fmt: skip
+        print(f"  MemAvailable before: {mem0.split()[1]} kB, with them: "
+              f"{Path('/proc/meminfo').read_text().split(chr(10))[2].split()[1]} kB")  # fmt: skip
+    finally:
+        with ThreadPoolExecutor(4) as ex:
+            list(ex.map(lambda s: s.close(), sessions))
+
+
+def _counts() -> tuple[int, int]:
+    procs = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit())
+    return procs, len(Path("/proc/self/mountinfo").read_text().splitlines())
+
+
+def bench_churn(sb: ProcessSandbox, repo: Path, n: int) -> None:
+    spec = WorkspaceSpec(str(repo))
+    before = _counts()
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(8) as ex:
+        sessions = list(ex.map(lambda _: sb.open_workspace(spec), range(n)))
+        used = list(ex.map(lambda s: s.exec("echo $RANDOM > f && cat f").exit_code, sessions))
+        during = _counts()
+        list(ex.map(lambda s: s.close(), sessions))
+    wall = time.perf_counter() - t0
+    time.sleep(1.0)
+    after = _counts()
+    print(f"  {n} sessions open at once, {used.count(0)} used fine, all closed in {wall:.1f} s")
+    print(f"  processes in /proc: before {before[0]}, while open {during[0]}, after {after[0]}")
+    print(f"  mount table lines:  before {before[1]}, while open {during[1]}, after {after[1]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--create", action="store_true")
+    ap.add_argument("--exec", action="store_true")
+    ap.add_argument("--idle", type=int, default=0, metavar="N")
+    ap.add_argument("--churn", type=int, default=0, metavar="N")
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--n", type=int, default=100, help="samples per timing")
+    ap.add_argument("--isolation", default="bwrap", choices=["bwrap", "unshare"])
+    a = ap.parse_args()
+    if not (a.create or a.exec or a.idle or a.churn):
+        a.create, a.exec, a.idle, a.churn = True, True, 300, 200
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    sb = ProcessSandbox(isolation=a.isolation, warm=False)
+    base = Path(tempfile.mkdtemp(prefix="ws-bench-repo-"))
+    repo = base / "repo"
+    make_repo(repo, a.files)
+    print(f"workspaces ({a.isolation}), repository of {a.files} files; {machine_line()}")
+    try:
+        for flag, fn, arg in (
+            (a.create, bench_create, a.n),
+            (a.exec, bench_exec, a.n * 5),
+            (a.idle, bench_idle, a.idle),
+            (a.churn, bench_churn, a.churn),
+        ):
+            if flag:
+                print(f"{fn.__name__}: {machine_line()}")
+                fn(sb, repo, arg)
+                print(f"  after: {machine_line()}")
+    finally:
+        sb.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Guest: set up one workspace session inside its namespaces, then run the session agent.
+
+Run as pid 1 of new mount, pid, net, ipc and uts namespaces (bubblewrap with ``--as-pid-1``,
+or ``unshare``; unprivileged, also a user namespace): ``python -I -S -c <this source> FD``.
+FD is a memfd holding one JSON line (see ``verifiers.sandbox.process.workspace``). With
+``unshare`` the private read-only root is built here first (``rootfs.build_root``; bubblewrap
+builds its own). Then, in this mount namespace only:
+
+- root mode: the snapshot's view at /snapshot is replaced by an idmapped, read-only clone that
+  shows files owned by uid 0 as owned by the session's uid (which has no other privilege), so
+  its shell may change them in the workspace while the snapshot on disk stays untouched;
+- a tmpfs of ``disk_bytes`` (the session's disk quota) is mounted at /workspace holding the
+  overlay's upper and work directories and the session's /tmp (bound at /tmp, so /tmp counts
+  against the same quota);
+- an overlay (lower: /snapshot) is mounted over it at /workspace, which hides the layer's
+  tmpfs from the session; the agent keeps a descriptor of the upper directory for ``diff``.
+
+Nothing of this is visible in the host's mount table, and all of it goes when the namespace's
+last process does. Setup failures are reported in the hello frame (``ok: false``) and exit 125.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import struct
+import sys
+from typing import Any
+
+from tasksieve.verifiers.sandbox.guest.wsagent import serve
+from tasksieve.verifiers.sandbox.guest.wsframe import frame_send
+from tasksieve.verifiers.sandbox.process.guest.nsutil import (
+    CLONE_NEWUSER,
+    MS_BIND,
+    MS_NODEV,
+    MS_NOSUID,
+    _keep_only,
+    _libc,
+    _mount,
+    _ok,
+)
+from tasksieve.verifiers.sandbox.process.guest.rootfs import _drop, build_root
+
+_SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_SETATTR = 428, 429, 442  # the same on every arch
+_OPEN_TREE_CLONE, _AT_EMPTY_PATH, _MOVE_EMPTY = 1, 0x1000, 4
+_ATTR_RDONLY, _ATTR_IDMAP = 0x1, 0x00100000
+
+
+def _userns_fd(uid: int) -> int:
+    """A user namespace mapping 0 to ``uid`` (for an idmapped mount), held by a descriptor."""
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _ok(_libc.unshare(CLONE_NEWUSER), "unshare user")
+            os.write(ready_w, b"1")
+            os.read(go_r, 1)
+        finally:
+            os._exit(0)
+    try:
+        if os.read(ready_r, 1) != b"1":
+            raise OSError("idmap helper failed")
+        for name in ("uid_map", "gid_map"):
+            with open(f"/proc/{pid}/{name}", "w") as fh:
+                fh.write(f"0 {uid} 1\n")
+        return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.write(go_w, b"1")
+        os.waitpid(pid, 0)
+        for fd in (ready_r, ready_w, go_r, go_w):
+            os.close(fd)
+
+
+def idmap_snapshot(uid: int) -> None:
+    """Replace /snapshot by a read-only clone whose uid 0 shows as ``uid`` (see module doc)."""
+    syscall = _libc.syscall
+    syscall.restype = ctypes.c_long
+    ns = _userns_fd(uid)
+    tree = syscall(_SYS_OPEN_TREE, -100, b"/snapshot", _OPEN_TREE_CLONE | os.O_CLOEXEC)
+    if tree < 0:
+        _ok(-1, "open_tree /snapshot")
+    try:
+        attr = struct.pack("QQQQ", _ATTR_IDMAP | _ATTR_RDONLY, 0, 0, ns)
+        _ok(syscall(_SYS_SETATTR, tree, b"", _AT_EMPTY_PATH, attr, len(attr)), "idmap /snapshot")
+        _ok(syscall(_SYS_MOVE_MOUNT, tree, b"", -100, b"/snapshot", _MOVE_EMPTY), "move_mount")
+    finally:
+        os.close(tree)
+        os.close(ns)
+
+
+def make_layer(cfg: dict[str, Any]) -> int:
+    """The quota tmpfs, /tmp and the overlay at /workspace; a descriptor of the upper dir."""
+    owner = cfg["owner"]
+    if owner is not None:
+        idmap_snapshot(owner)
+    ids = "" if owner is None else f",uid={owner},gid={owner}"
+    opts = f"size={cfg['disk_bytes']},mode=0755{ids}"
+    _mount("workspace", "/workspace", "tmpfs", MS_NOSUID | MS_NODEV, opts)
+    for name in ("upper", "work", "tmp"):
+        os.mkdir(f"/workspace/{name}", 0o755)
+        if owner is not None:
+            os.chown(f"/workspace/{name}", owner, owner)
+    os.chmod("/workspace/tmp", 0o1777)
+    upper = os.open("/workspace/upper", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    _mount("/workspace/tmp", "/tmp", None, MS_BIND)
+    data = "lowerdir=/snapshot,upperdir=/workspace/upper,workdir=/workspace/work"
+    if owner is None and cfg["uid"] is None:
+        data += ",userxattr"  # unprivileged: trusted.* xattrs are out of reach
+    _mount("overlay", "/workspace", "overlay", MS_NOSUID | MS_NODEV, data)
+    return upper
+
+
+def main() -> None:
+    """Read the config, build the workspace, serve the session, exit (ending the namespace)."""
+    fd = int(sys.argv[1])
+    cfg = json.loads(os.pread(fd, os.fstat(fd).st_size, 0))
+    os.close(fd)
+    try:
+        _keep_only(set())
+        if cfg["mode"] == "unshare":
+            build_root(cfg, b"")
+        upper = make_layer(cfg)
+    except (OSError, ValueError) as e:
+        frame_send(1, {"ok": False, "error": f"workspace setup: {e}"})
+        os._exit(125)
+    devnull = os.open("/dev/null", os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    owner = None if cfg["owner"] is None else (cfg["owner"], cfg["owner"])
+    serve(cfg, lambda: _drop(cfg), upper, owner, {"pid": os.getpid()})
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""Workspaces of the ``process`` sandbox: one namespaced guest agent per session.
+
+``open_process_workspace`` starts ``guest/wsinit.py`` as pid 1 of fresh mount, pid, network
+(loopback only), ipc and uts namespaces, with bubblewrap (``--as-pid-1``; bubblewrap builds
+the read-only root, the guest mounts the layer, since bubblewrap before 0.9 has no overlay
+options and none of its versions bounds an overlay's size) or with ``unshare`` (the guest
+builds the root too). The guest mounts the copy-on-write layer (see ``wsinit``) and serves the
+session over its stdin/stdout (``verifiers.sandbox.wsclient``). Processes are started from a
+long-lived keeper thread, since parent-death signals fire when the forking thread exits.
+
+As root the session runs as a per-session uid (``uids.UIDS``), so RLIMIT_NPROC bounds the
+session's processes together; unprivileged, in a nested user namespace as the caller's uid.
+Every process of the session gets the rlimits of ``SessionLimits`` (address space =
+``memory_mb``, CPU seconds, processes, file size = ``disk_mb``, no core dumps), no_new_privs
+and the sandbox's seccomp filter; the disk quota is the layer's tmpfs size. ``close`` kills
+the namespace's init, so the kernel kills every process in it and drops its mounts.
+
+It does NOT bound memory or CPU summed over a session's processes (no cgroup is used: see
+the docs), and unprivileged, snapshot files owned by another uid than the caller's stay
+read-only in the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from typing import Any
+
+from tasksieve.verifiers.sandbox.process.cold import ColdSetup
+from tasksieve.verifiers.sandbox.process.launchers import WSINIT
+from tasksieve.verifiers.sandbox.process.reap import Keeper, init_from_info
+from tasksieve.verifiers.sandbox.process.runs import PATH, SandboxProcess
+from tasksieve.verifiers.sandbox.process.uids import UIDS
+from tasksieve.verifiers.sandbox.workspace import (
+    ENV_MOUNT,
+    SNAPSHOT_MOUNT,
+    WORKSPACE_ROOT,
+    WorkspaceError,
+    WorkspaceSpec,
+)
+from tasksieve.verifiers.sandbox.wsclient import GuestSession
+
+KEEPER = Keeper()
+
+
+def session_env(spec: WorkspaceSpec) -> dict[str, str]:
+    """The shell's environment: ``/env/bin`` first on PATH and ``/env/site-packages`` on
+    PYTHONPATH when an environment is mounted, then the spec's own variables."""
+    env = {"PATH": PATH, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+    if spec.env is not None:
+        env["PATH"] = f"{ENV_MOUNT}/bin:{PATH}"
+        env["PYTHONPATH"] = f"{ENV_MOUNT}/site-packages"
+    env.update(spec.env_vars)
+    return env
+
+
+def spec_key(spec: WorkspaceSpec) -> tuple[object, ...]:
+    """What makes two specs open the same workspace (a pool's key)."""
+    env_vars = tuple(sorted(spec.env_vars.items()))
+    return (os.path.realpath(spec.snapshot), spec.env, env_vars, spec.limits)
+
+
+def _dirs(spec: WorkspaceSpec) -> tuple[str, str | None]:
+    snap = os.path.realpath(spec.snapshot)
+    if not os.path.isdir(snap):
+        raise WorkspaceError(f"snapshot {spec.snapshot!r} is not a directory")
+    env = None if spec.env is None else os.path.realpath(spec.env)
+    if env is not None and not os.path.isdir(env):
+        raise WorkspaceError(f"environment {spec.env!r} is not a directory")
+    return snap, env
+
+
+def _config(setup: ColdSetup, spec: WorkspaceSpec, uid: int | None) -> dict[str, Any]:
+    lim = spec.limits
+    mem, cpu, disk = lim.memory_mb * 1024 * 1024, max(1, int(lim.cpu_s)), lim.disk_mb << 20
+    snap, env = _dirs(spec)
+    ro = [[s, d] for kind, s, d in setup.plan if kind == "ro"]
+    ro += [[snap, SNAPSHOT_MOUNT], [snap, WORKSPACE_ROOT]]  # the second is covered by the layer
+    if env is not None:
+        ro.append([env, ENV_MOUNT])
+    return {
+        "mode": "bwrap" if setup.method == "bwrap" else "unshare",
+        "ro": ro,
+        "links": [[s, d] for kind, s, d in setup.plan if kind == "link"],
+        "files": [],
+        "scratch_bytes": 1 << 20,
+        "disk_bytes": disk,
+        "owner": uid,
+        "uid": uid,
+        "seccomp": setup.seccomp.hex() if setup.seccomp else "",
+        "rlimits": {
+            "RLIMIT_AS": [mem, mem],
+            "RLIMIT_CPU": [cpu, cpu + 1],
+            "RLIMIT_NPROC": [lim.max_processes] * 2,
+            "RLIMIT_FSIZE": [disk, disk],
+            "RLIMIT_CORE": [0, 0],
+        },
+        "env": session_env(spec),
+        "idle_s": lim.idle_s,
+        "lifetime_s": lim.lifetime_s,
+        "command_wall_s": lim.command_wall_s,
+        "max_output_bytes": lim.max_output_bytes,
+    }
+
+
+def _bwrap_argv(setup: ColdSetup, cfg: dict[str, Any], cfg_fd: int, info_fd: int) -> list[str]:
+    assert setup.tools.bwrap
+    ns = ["--unshare-all", "--uid", "0", "--gid", "0"]  # root of its user namespace
+    if setup.root:
+        ns = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+        ns.append("--unshare-cgroup-try")
+    binds = list(setup.binds)
+    for src, dst in cfg["ro"]:
+        if dst in (SNAPSHOT_MOUNT, ENV_MOUNT):
+            binds += ["--ro-bind", src, dst]
+    return [
+        setup.tools.bwrap, "--info-fd", str(info_fd), *ns, "--as-pid-1", "--cap-add", "ALL",
+        "--die-with-parent", "--new-session", *binds,
+        "--dir", WORKSPACE_ROOT, "--dir", "/tmp", "--proc", "/proc", "--dev", "/dev",
+        "--chdir", "/", "--clearenv", "--setenv", "PATH", PATH,
+        "--", setup.python, "-I", "-S", "-c", WSINIT, str(cfg_fd),
+    ]  # fmt: skip
+
+
+def _unshare_argv(setup: ColdSetup, uid: int | None, cfg_fd: int) -> list[str]:
+    assert setup.tools.pdeathsig and setup.tools.unshare
+    user = [] if uid is not None or setup.root else ["--user", "--map-root-user"]
+    return [
+        setup.tools.pdeathsig, "--pdeathsig", "KILL", "--",
+        setup.tools.unshare, *user, "--mount", "--pid", "--net", "--ipc", "--uts", "--fork",
+        "--kill-child", "--", setup.python, "-I", "-S", "-c", WSINIT, str(cfg_fd),
+    ]  # fmt: skip
+
+
+def open_process_workspace(setup: ColdSetup, spec: WorkspaceSpec) -> GuestSession:
+    """Start one session's namespaces and guest agent; the caller owns (and closes) it."""
+    if setup.method not in ("bwrap", "unshare-mount"):
+        raise WorkspaceError("workspaces need namespaces (bubblewrap or unshare), not 'none'")
+    uid = UIDS.take() if setup.root else None
+    keep: list[int] = []
+    info_r = -1
+    try:
+        cfg = _config(setup, spec, uid)
+        cfg_fd = os.memfd_create("workspace-config")
+        keep.append(cfg_fd)
+        os.write(cfg_fd, json.dumps(cfg).encode())
+        if setup.method == "bwrap":
+            info_r, info_w = os.pipe()
+            keep.append(info_w)
+            argv = _bwrap_argv(setup, cfg, cfg_fd, info_w)
+        else:
+            argv = _unshare_argv(setup, uid, cfg_fd)
+        popen = KEEPER.popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            env={"PATH": PATH, "LANG": "C.UTF-8"},
+            pass_fds=tuple(keep),
+            start_new_session=True,
+            close_fds=True,
+        )
+    except BaseException:
+        for fd in (*keep, info_r):
+            if fd >= 0:
+                os.close(fd)
+        if uid is not None:
+            UIDS.give(uid)
+        raise
+    for fd in keep:
+        os.close(fd)
+    proc = SandboxProcess(popen, time.monotonic(), uid=uid)
+    if info_r >= 0:
+        proc.init_fd, proc.init_known = init_from_info(info_r, popen.pid, 30.0), True
+    assert popen.stdin is not None and popen.stdout is not None
+    req, rep = os.dup(popen.stdin.fileno()), os.dup(popen.stdout.fileno())
+    return GuestSession(spec, req, rep, proc.close, setup.method, popen.pid)
