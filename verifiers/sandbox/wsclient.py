@@ -45,6 +45,15 @@ def _read_reply(fd: int, wait_s: float) -> dict[str, Any] | None:
         return None
 
 
+def _release(kill: Callable[[], None], *fds: int) -> None:
+    """Kill a session nobody closed and close its descriptors (``weakref.finalize``)."""
+    with contextlib.suppress(Exception):
+        kill()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 class GuestSession:
     """A live workspace whose guest agent answers on ``reply_fd`` (see the module doc)."""
 
@@ -73,6 +82,8 @@ class GuestSession:
             self.close("setup")
             raise WorkspaceError(f"cannot open a workspace over {spec.snapshot}: {why}")
         self.hello = hello
+        # A session dropped without close(), or alive at exit, is still killed and released.
+        self._finalizer = weakref.finalize(self, _release, kill, request_fd, reply_fd)
         REAPER.add(self)
 
     # ------------------------------------------------------------------ Workspace
@@ -160,6 +171,9 @@ class GuestSession:
         REAPER.discard(self)
         self._kill()  # first: a call in flight then sees the stream end and lets go
         with self._lock:
+            finalizer = getattr(self, "_finalizer", None)
+            if finalizer is not None:
+                finalizer.detach()
             for fd in (self._req, self._rep):
                 with contextlib.suppress(OSError):
                     os.close(fd)
