@@ -167,3 +167,20 @@ def test_memory_summed_over_a_session_is_bounded(box: ProcessSandbox, snapshot: 
         r = ws.exec(f"for i in 1 2 3 4; do {hog} & done; wait")
         assert r.stderr.count(b"Killed") >= 1, r
         assert ws.exec("echo alive").stdout == b"alive\n"
+
+
+def test_prestarted_sessions_are_fresh(box: ProcessSandbox, snapshot: Path) -> None:
+    spec = WorkspaceSpec(str(snapshot), limits=SessionLimits(lifetime_s=61))
+    pool = box.prewarm_workspaces(spec, size=2)
+    assert pool.wait_ready(60), pool.error
+    first = box.open_workspace(spec)
+    first.exec("echo changed > README; cd pkg")
+    first.close()
+    t0 = time.monotonic()
+    second = box.open_workspace(spec)  # from the pool: nothing to start
+    assert time.monotonic() - t0 < 0.5
+    try:
+        assert second.read_file("README") == b"a small repository\n"
+        assert second.exec("pwd").stdout == b"/workspace\n"
+    finally:
+        second.close()
