@@ -11,7 +11,9 @@ Sub-measures (any subset; all by default), each printing the load before and aft
 - ``--idle N``: N idle sessions held at once; proportional memory (PSS, from
   ``/proc/PID/smaps_rollup``) of every host process of each session.
 - ``--churn N``: N sessions open at once (opened from 8 threads), each used, all closed; the
-  processes in /proc and the lines of /proc/self/mountinfo before and after.
+  processes in /proc (all, and those of sessions: a session's bubblewrap and agent and every
+  process in the agent's pid namespace) and the lines of /proc/self/mountinfo before, while
+  open and after.
 
     sudo python -m benchmarks.workspaces --create --exec --idle 1000 --churn 200
 """
@@ -19,6 +21,7 @@ Sub-measures (any subset; all by default), each printing the load before and aft
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import statistics
@@ -227,9 +230,24 @@ def bench_idle(sb: ProcessSandbox, repo: Path, n: int) -> None:
             list(ex.map(lambda s: s.close(), sessions))
 
 
-def _counts() -> tuple[int, int]:
-    procs = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit())
-    return procs, len(Path("/proc/self/mountinfo").read_text().splitlines())
+MARK = b"Guest: set up one workspace session"  # in the argv of a session's bwrap and agent
+
+
+def _counts() -> tuple[int, int, int]:
+    """(processes on the machine, processes of workspace sessions, mount table lines).
+
+    A session's processes: its bubblewrap and agent (``MARK`` in their argv) and every
+    process in the pid namespace of an agent."""
+    procs: dict[str, tuple[bool, str]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                procs[p.name] = (MARK in (p / "cmdline").read_bytes(), os.readlink(p / "ns/pid"))
+            except OSError:
+                continue
+    spaces = {ns for marked, ns in procs.values() if marked}
+    ours = sum(1 for marked, ns in procs.values() if marked or ns in spaces)
+    return len(procs), ours, len(Path("/proc/self/mountinfo").read_text().splitlines())
 
 
 def bench_churn(sb: ProcessSandbox, repo: Path, n: int) -> None:
@@ -245,8 +263,8 @@ def bench_churn(sb: ProcessSandbox, repo: Path, n: int) -> None:
     time.sleep(1.0)
     after = _counts()
     print(f"  {n} sessions open at once, {used.count(0)} used fine, all closed in {wall:.1f} s")
-    print(f"  processes in /proc: before {before[0]}, while open {during[0]}, after {after[0]}")
-    print(f"  mount table lines:  before {before[1]}, while open {during[1]}, after {after[1]}")
+    for i, what in enumerate(("processes in /proc", "of them in sessions", "mount table lines")):
+        print(f"  {what:<20} before {before[i]}, while open {during[i]}, after {after[i]}")
 
 
 def main() -> None:

@@ -45,6 +45,15 @@ def _read_reply(fd: int, wait_s: float) -> dict[str, Any] | None:
         return None
 
 
+def _release(kill: Callable[[], None], *fds: int) -> None:
+    """Kill a session nobody closed and close its descriptors (``weakref.finalize``)."""
+    with contextlib.suppress(Exception):
+        kill()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 class GuestSession:
     """A live workspace whose guest agent answers on ``reply_fd`` (see the module doc)."""
 
@@ -66,6 +75,7 @@ class GuestSession:
         self.ended_by: str | None = None
         self.started = self.last_used = time.monotonic()
         self.busy = False
+        self._reset_pending = False
         self.describe, self.host_pid = describe, host_pid
         hello = _read_reply(reply_fd, HELLO_S)
         if hello is None or not hello.get("ok"):
@@ -73,6 +83,8 @@ class GuestSession:
             self.close("setup")
             raise WorkspaceError(f"cannot open a workspace over {spec.snapshot}: {why}")
         self.hello = hello
+        # A session dropped without close(), or alive at exit, is still killed and released.
+        self._finalizer = weakref.finalize(self, _release, kill, request_fd, reply_fd)
         REAPER.add(self)
 
     # ------------------------------------------------------------------ Workspace
@@ -89,6 +101,8 @@ class GuestSession:
             if self._closed:
                 return None
             self.busy, self.last_used = True, time.monotonic()
+            if self._reset_pending:
+                req, self._reset_pending = {**req, "reset": True}, False
             try:
                 frame_send(self._req, req)
                 reply = _read_reply(self._rep, wait_s)
@@ -160,16 +174,26 @@ class GuestSession:
         REAPER.discard(self)
         self._kill()  # first: a call in flight then sees the stream end and lets go
         with self._lock:
+            finalizer = getattr(self, "_finalizer", None)
+            if finalizer is not None:
+                finalizer.detach()
             for fd in (self._req, self._rep):
                 with contextlib.suppress(OSError):
                     os.close(fd)
 
-    def reset(self) -> bool:
-        """Start the session's idle and lifetime clocks again (a pooled session handed out);
-        False when it is gone."""
-        if self._call({"op": "reset"}, GRACE_S) is None:
+    def ping(self) -> bool:
+        """One round trip (it counts as use: the guest's idle clock starts again)."""
+        return self._call({"op": "ping"}, GRACE_S) is not None
+
+    def hand_out(self) -> bool:
+        """Restart the session's idle and lifetime clocks for a new owner (a pooled session),
+        without a round trip: the guest restarts its own with the next request. False (and
+        nothing changed) when the session is gone or used more than ``idle_s / 2`` ago."""
+        now = time.monotonic()
+        if self._closed or now - self.last_used > self.limits.idle_s / 2:
             return False
-        self.started = self.last_used = time.monotonic()
+        self.started = self.last_used = now
+        self._reset_pending = True
         return True
 
     def expired(self, now: float) -> str | None:

@@ -154,3 +154,33 @@ def test_close_kills_what_the_session_left_running(box: ProcessSandbox, snapshot
 def test_bad_snapshot_is_a_clear_error(box: ProcessSandbox, tmp_path: Path) -> None:
     with pytest.raises(WorkspaceError, match="not a directory"):
         box.open_workspace(WorkspaceSpec(str(tmp_path / "missing")))
+
+
+def test_memory_summed_over_a_session_is_bounded(box: ProcessSandbox, snapshot: Path) -> None:
+    """Four processes of 120 MB each under a 200 MB session: the session's cgroup stops some
+    (each alone is within its rlimit), and the session itself survives."""
+    if not str(box.describe()["workspace_cgroup"]).startswith("cgroup"):
+        pytest.skip(f"no cgroup for sessions here: {box.describe()['workspace_cgroup']}")
+    limits = SessionLimits(memory_mb=200, command_wall_s=30)
+    hog = 'python3 -c "b = bytearray(120 << 20); import time; time.sleep(2)"'
+    with box.open_workspace(WorkspaceSpec(str(snapshot), limits=limits)) as ws:
+        r = ws.exec(f"for i in 1 2 3 4; do {hog} & done; wait")
+        assert r.stderr.count(b"Killed") >= 1, r
+        assert ws.exec("echo alive").stdout == b"alive\n"
+
+
+def test_prestarted_sessions_are_fresh(box: ProcessSandbox, snapshot: Path) -> None:
+    spec = WorkspaceSpec(str(snapshot), limits=SessionLimits(lifetime_s=61))
+    pool = box.prewarm_workspaces(spec, size=2)
+    assert pool.wait_ready(60), pool.error
+    first = box.open_workspace(spec)
+    first.exec("echo changed > README; cd pkg")
+    first.close()
+    t0 = time.monotonic()
+    second = box.open_workspace(spec)  # from the pool: nothing to start
+    assert time.monotonic() - t0 < 0.5
+    try:
+        assert second.read_file("README") == b"a small repository\n"
+        assert second.exec("pwd").stdout == b"/workspace\n"
+    finally:
+        second.close()

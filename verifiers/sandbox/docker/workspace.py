@@ -2,9 +2,9 @@
 
 The snapshot becomes an image once (``snapshot_image``: ``FROM`` the sandbox image, the tree
 copied to /snapshot, root-owned, and to /workspace, owned by the sandbox user; tagged by a
-hash of the tree's paths, sizes and modification times, so a second session of the same
-snapshot reuses it). A session is one ``docker run -i`` of that image whose main process is
-the guest agent (``guest/wsdocker.py``) speaking frames over the attached stdin/stdout
+hash of the tree's paths, modes and contents, so a later session of an equal tree reuses
+it). A session is one ``docker run -i`` of that image whose main process is the guest agent
+(``guest/wsdocker.py``) speaking frames over the attached stdin/stdout
 (``verifiers.sandbox.wsclient``): one stream for the whole session, no ``docker exec``.
 The container runs as uid 65534 with no network, no capabilities, no_new_privs, and the
 session's memory (swap included), process and CPU limits on its cgroup; /tmp is a tmpfs of
@@ -40,16 +40,32 @@ WSDOCKER = bundle(str(Path(__file__).parent / "guest" / "wsdocker.py"))
 _BUILD_LOCK = threading.Lock()
 
 
+_HASHES: dict[str, str] = {}  # a tree's stat listing -> its content hash (this process)
+
+
 def tree_hash(root: str) -> str:
-    """A hash of every path, size and mtime under ``root`` (the image cache key)."""
-    h = hashlib.sha256()
-    for base, dirs, files in os.walk(root):
+    """A hash of every path, mode and file content under ``root`` (the image cache key), so
+    an equal tree made again elsewhere reuses the image; each file is read once per process
+    while its paths, sizes and mtimes stay the same."""
+    listing = hashlib.sha256()
+    files: list[tuple[str, str]] = []
+    for base, dirs, names in os.walk(root):
         dirs.sort()
-        for name in sorted(files):
-            p = os.path.join(base, name)
-            st = os.lstat(p)
-            h.update(f"{os.path.relpath(p, root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:20]
+        for name in sorted(names):
+            path = os.path.join(base, name)
+            st = os.lstat(path)
+            rel = os.path.relpath(path, root)
+            listing.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_mode}\n".encode())
+            files.append((rel, f"{st.st_mode:o}"))
+    key = listing.hexdigest()
+    if key not in _HASHES:
+        content = hashlib.sha256()
+        for rel, mode in files:
+            path = os.path.join(root, rel)
+            data = os.readlink(path).encode() if os.path.islink(path) else Path(path).read_bytes()
+            content.update(f"{rel}\0{mode}\0{len(data)}\n".encode() + data)
+        _HASHES[key] = content.hexdigest()[:20]
+    return _HASHES[key]
 
 
 def snapshot_image(snapshot: str, base: str | None = None) -> str:

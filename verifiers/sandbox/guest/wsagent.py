@@ -4,12 +4,13 @@ Standard library only; a backend's entry program (the process backend's ``wsinit
 docker backend's ``wsdocker``) sets the workspace up and calls ``serve``. Requests are frames
 (``verifiers.sandbox.guest.wsframe``) with an ``op``: ``exec`` (in the persistent shell),
 ``run`` (a fresh process), ``write``/``read`` (a file under the workspace root), ``diff``,
-``ping``, ``reset`` (the session's clocks start again: a pooled session handed out) and
-``close``; each gets one reply frame, ``{"ok": true, ...}`` or ``{"ok": false,
-"error": ..., "kind": "path"|"other"}``. The agent ends the session itself (and so, as its
-namespace's init or its container's main process, every process in it) when its input
-closes, on ``close``, after ``idle_s`` without a request and at ``lifetime_s`` (a command
-running then is stopped and answered with ``ended="session"``).
+``ping`` and ``close``; a request with ``"reset": true`` (the first one of a pooled
+session's new owner) restarts the lifetime clock first. Each request gets one reply frame,
+``{"ok": true, ...}`` or ``{"ok": false, "error": ..., "kind": "path"|"other"}``. The agent
+ends the session itself (and so, as its namespace's init or its container's main process,
+every process in it) when its input closes, on ``close``, after ``idle_s`` without a request
+and at ``lifetime_s`` (a command running then is stopped and answered with
+``ended="session"``).
 
 File paths are relative to the workspace root; ``..``, absolute paths and every symlink on the
 way (final component included) are refused, each component opened with ``O_NOFOLLOW``
@@ -159,9 +160,8 @@ class Agent:
             return {"ok": True, "data": None if data is None else b64(data)}
         if op == "diff":
             return {"ok": True, "diff": workspace_diff(WS_ROOT, WS_SNAPSHOT, self.upper_fd)}
-        if op == "reset":  # a pooled session handed out: its clocks start now
+        if req.get("reset"):  # the first request of a pooled session's new owner
             self.started = time.monotonic()
-            return {"ok": True}
         if op in ("ping", "close"):
             return {"ok": True}
         return {"ok": False, "error": f"unknown op {op!r}", "kind": "other"}

@@ -58,6 +58,7 @@ from tasksieve.verifiers.sandbox.process.binds import (
     under,
     venv_site_paths,
 )
+from tasksieve.verifiers.sandbox.process.cgroups import describe as cgroup_describe
 from tasksieve.verifiers.sandbox.process.cold import ColdSetup, spawn_cold
 from tasksieve.verifiers.sandbox.process.forkserver import ForkServer, start_run
 from tasksieve.verifiers.sandbox.process.pair import PairProcess, start_pair
@@ -165,6 +166,9 @@ class ProcessSandbox(Sandbox):
             "uid": uid,
             "executor": "forkserver" if self._server else "per-run",
             "seccomp": self._seccomp is not None and isolated,
+            "workspace_cgroup": cgroup_describe()
+            if isolated and self._root
+            else "none: unprivileged",
         }
 
     def close(self) -> None:

@@ -15,19 +15,26 @@ Every process of the session gets the rlimits of ``SessionLimits`` (address spac
 and the sandbox's seccomp filter; the disk quota is the layer's tmpfs size. ``close`` kills
 the namespace's init, so the kernel kills every process in it and drops its mounts.
 
-It does NOT bound memory or CPU summed over a session's processes (no cgroup is used: see
-the docs), and unprivileged, snapshot files owned by another uid than the caller's stay
-read-only in the workspace.
+As root, where a cgroup hierarchy is writable (``cgroups``), the session's init is moved into
+a cgroup of its own before it starts anything: memory (swap included) summed over the
+session's processes, their number and one CPU's worth of time are bounded there too; the
+agent itself is kept out of the OOM killer's reach (its children are not).
+
+It does NOT bound memory or CPU summed over a session's processes where no cgroup is
+writable (unprivileged, say), and unprivileged, snapshot files owned by another uid than the
+caller's stay read-only in the workspace.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import time
 from typing import Any
 
+from tasksieve.verifiers.sandbox.process.cgroups import SessionCgroup
 from tasksieve.verifiers.sandbox.process.cold import ColdSetup
 from tasksieve.verifiers.sandbox.process.launchers import WSINIT
 from tasksieve.verifiers.sandbox.process.reap import Keeper, init_from_info
@@ -175,6 +182,46 @@ def open_process_workspace(setup: ColdSetup, spec: WorkspaceSpec) -> GuestSessio
     proc = SandboxProcess(popen, time.monotonic(), uid=uid)
     if info_r >= 0:
         proc.init_fd, proc.init_known = init_from_info(info_r, popen.pid, 30.0), True
+    group = _cgroup(spec, proc) if setup.root else None
+
+    def kill() -> None:
+        proc.close()
+        if group is not None:
+            group.remove()
+
     assert popen.stdin is not None and popen.stdout is not None
     req, rep = os.dup(popen.stdin.fileno()), os.dup(popen.stdout.fileno())
-    return GuestSession(spec, req, rep, proc.close, setup.method, popen.pid)
+    return GuestSession(spec, req, rep, kill, setup.method, popen.pid)
+
+
+def _init_pid(proc: SandboxProcess) -> int | None:
+    """The host pid of the session's init (the guest agent), once it exists (5 s at most)."""
+    if proc.init_fd is not None:
+        with open(f"/proc/self/fdinfo/{proc.init_fd}") as fh:
+            for line in fh:
+                if line.startswith("Pid:"):
+                    return int(line.split()[1])
+        return None
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and proc.popen.poll() is None:
+        try:
+            with open(f"/proc/{proc.popen.pid}/task/{proc.popen.pid}/children") as fh:
+                kids = fh.read().split()
+        except OSError:
+            return None
+        if kids:
+            return int(kids[0])
+        time.sleep(0.001)
+    return None
+
+
+def _cgroup(spec: WorkspaceSpec, proc: SandboxProcess) -> SessionCgroup | None:
+    """The session's cgroup (``cgroups``), its init moved in before it starts anything."""
+    lim = spec.limits
+    group = SessionCgroup.create(lim.memory_mb << 20, lim.max_processes + 4)
+    pid = _init_pid(proc) if group is not None else None
+    if group is None or pid is None:
+        return group
+    with contextlib.suppress(OSError):  # the session failed to start: its hello says why
+        group.add(pid)
+    return group

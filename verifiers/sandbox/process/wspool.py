@@ -1,10 +1,12 @@
-"""Pre-started workspace sessions: ``open_workspace`` in the time of one round trip.
+"""Pre-started workspace sessions: ``open_workspace`` without starting anything.
 
 A cold session costs a namespace setup and an interpreter start (tens of milliseconds, more
 on a loaded machine). ``WorkspacePool`` keeps ``size`` sessions of one spec started ahead (a
 background thread refills it), each with its namespaces, root and empty copy-on-write layer
-in place; ``take`` hands one out after restarting its idle and lifetime clocks, or opens one
-cold when none is ready. A pooled session is a fresh one: nothing ran in it.
+in place, and pinged every ``idle_s / 4`` so none idles out while it waits; ``take`` hands
+one out (no round trip: its clocks restart on the host now and in the guest with the next
+request), or opens one cold when none is ready. A pooled session is a fresh one: nothing ran
+in it.
 
 It does NOT make the work disappear: the refill still costs a cold start per session, paid
 in the background; a pooled session that idles out (``idle_s``) is dropped and replaced.
@@ -13,6 +15,7 @@ in the background; a pooled session that idles out (``idle_s``) is dropped and r
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from tasksieve.verifiers.sandbox.workspace import WorkspaceError, WorkspaceSpec
@@ -41,8 +44,16 @@ class WorkspacePool:
                 while not self._closed and len(self._ready) >= self.size:
                     self._lock.wait(1.0)
                     self._ready = [s for s in self._ready if s.alive]
+                    stale = [s for s in self._ready if self._stale(s)]
+                    if stale:
+                        break
                 if self._closed:
                     return
+                stale = [s for s in self._ready if self._stale(s)]
+            for session in stale:  # keep waiting sessions from idling out
+                session.ping()
+            if len(self._ready) >= self.size:
+                continue
             try:
                 session = self.opener(self.spec)
             except (WorkspaceError, OSError) as e:
@@ -57,6 +68,9 @@ class WorkspacePool:
                 self._ready.append(session)
                 self._lock.notify_all()
 
+    def _stale(self, session: GuestSession) -> bool:
+        return time.monotonic() - session.last_used > self.spec.limits.idle_s / 4
+
     def take(self) -> GuestSession:
         """A started session of ``spec`` (cold when none is ready); the caller closes it."""
         while True:
@@ -65,7 +79,7 @@ class WorkspacePool:
                 self._lock.notify_all()
             if session is None:
                 return self.opener(self.spec)
-            if session.alive and session.reset():
+            if session.hand_out():
                 return session
             session.close()
 

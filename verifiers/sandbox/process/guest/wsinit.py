@@ -112,6 +112,20 @@ def make_layer(cfg: dict[str, Any]) -> int:
     return upper
 
 
+def _oom_score(value: int) -> None:
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write(str(value))
+    except OSError:
+        pass  # unprivileged: only raising it is allowed
+
+
+def _session_drop(cfg: dict[str, Any]) -> None:
+    """A session process: back to the default OOM score, then the run's drop (``_drop``)."""
+    _oom_score(0)
+    _drop(cfg)
+
+
 def main() -> None:
     """Read the config, build the workspace, serve the session, exit (ending the namespace)."""
     fd = int(sys.argv[1])
@@ -129,7 +143,8 @@ def main() -> None:
     os.dup2(devnull, 2)
     os.close(devnull)
     owner = None if cfg["owner"] is None else (cfg["owner"], cfg["owner"])
-    serve(cfg, lambda: _drop(cfg), upper, owner, {"pid": os.getpid()})
+    _oom_score(-1000)  # the session's OOM kills hit its commands, never the agent
+    serve(cfg, lambda: _session_drop(cfg), upper, owner, {"pid": os.getpid()})
     os._exit(0)
 
 
