@@ -51,17 +51,12 @@ class SessionLimits:
 
 @dataclass(frozen=True)
 class WorkspaceSpec:
-    """What a workspace is made of: the snapshot tree, an optional environment, variables.
-
-    ``expose_snapshot`` False leaves ``SNAPSHOT_MOUNT`` out of the session: an agent's workspace
-    must not show it, since files deleted from the agent's view (hidden tests) stay there.
-    """
+    """What a workspace is made of: the snapshot tree, an optional environment, variables."""
 
     snapshot: str
     env: str | None = None
     env_vars: Mapping[str, str] = field(default_factory=dict)
     limits: SessionLimits = field(default_factory=SessionLimits)
-    expose_snapshot: bool = True
 
 
 @dataclass(frozen=True)
