@@ -18,14 +18,11 @@ import pytest
 
 from tasksieve.pipeline.cli import main
 from tasksieve.pipeline.curate.config import CurateConfig
-from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.agent import scripted
 from tasksieve.transforms.agent.config import AgentConfig
 from tasksieve.transforms.rollouts.episode_state import EpisodeConfig
 from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
-from tasksieve.verifiers.families.repo.verifier import RepoVerifier
 from tasksieve.verifiers.registry import make_sandbox
-from tests.transforms.agent.conftest import reference_problem
 from tests.verifiers.repo.repo_fixture import REFERENCE, build_repo, make_task
 
 FAST = ["--no-weak-tests", "--no-ambiguity", "--no-humaneval", "--reference-runs", "1"]
@@ -74,17 +71,7 @@ def test_agent_run_keeps_or_rejects_with_the_reason(run: Path) -> None:
     rejected = {r["record_id"]: r for r in _rows(run, "rejected")}
     assert rejected["code.add"]["reason"] == "verifier.unsupported"
     assert "repo tasks" in rejected["code.add"]["detail"]
-    sandbox = make_sandbox("process")
-    if not sandbox.capabilities.workspaces:
-        assert rejected["repo/agent-cli"]["reason"] == "verify.infra_error"
-        assert "opens no workspaces" in rejected["repo/agent-cli"]["detail"]
-        return
-    store = str(run.parent / "store")
-    task = TaskRecord.model_validate_json((run.parent / "tasks.jsonl").read_text().splitlines()[0])
-    problem = reference_problem(RepoVerifier(sandbox, store), task)
-    if problem:  # the gates reject the task before any episode: nothing to see here
-        assert rejected["repo/agent-cli"]["stage"] == "gates"
-        pytest.skip(problem)
+    assert "repo/agent-cli" not in rejected, rejected.get("repo/agent-cli")
     (task,) = _rows(run, "tasks")
     assert (task["id"], task["k"], task["n"], task["episode_steps"]) == (
         "repo/agent-cli",

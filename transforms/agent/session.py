@@ -42,11 +42,6 @@ from tasksieve.verifiers.sandbox.workspace import (
 )
 
 SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
-WRITABLE = ["chmod", "-R", "u+w", "."]
-"""Run first in every agent workspace: a snapshot is stored read-only and a workspace shows its
-modes, so without it the agent could not edit a file (copies up the tree's metadata)."""
-
-
 class SessionProblem(Exception):
     """No workspace could be opened for a task (snapshot, environment or backend); says why."""
 
@@ -150,7 +145,7 @@ class Opener:
         except WorkspaceError as exc:
             raise SessionProblem(f"task {task.id}: workspace failed to open: {exc}") from exc
         hide = hidden_paths(repo_spec(task), self.cfg.hidden)
-        steps = [("making the tree writable", WRITABLE)]
+        steps: list[tuple[str, list[str]]] = []
         if hide:
             steps.append(("hiding tests", ["rm", "-f", "--", *hide]))
         for what, argv in steps:

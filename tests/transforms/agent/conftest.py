@@ -3,8 +3,6 @@ for the loop's bookkeeping, and the real repo verifier on the process sandbox.""
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,15 +61,12 @@ def process_sandbox() -> Iterator[ProcessSandbox]:
 
 
 def judging_verifier(sandbox: Sandbox, store: SnapshotStore, task: TaskRecord) -> RepoVerifier:
-    """The repo verifier on ``sandbox``; on its packed path (every backend has one) where its
-    workspace path cannot pass ``task``'s reference patch there, so agents are still judged
-    by the real verifier while that path is being fixed."""
-    on_workspaces = RepoVerifier(sandbox, store)
-    if not sandbox.capabilities.workspaces or reference_problem(on_workspaces, task) is None:
-        return on_workspaces
-    packed = copy.copy(sandbox)
-    packed.capabilities = dataclasses.replace(sandbox.capabilities, workspaces=False)
-    return RepoVerifier(packed, store)
+    """The repo verifier on ``sandbox`` (its workspace path where the backend opens workspaces),
+    checked to pass ``task``'s reference patch there: agents are judged by the real verifier."""
+    verifier = RepoVerifier(sandbox, store)
+    problem = reference_problem(verifier, task)
+    assert problem is None, f"the repo verifier fails the reference patch: {problem}"
+    return verifier
 
 
 @pytest.fixture(scope="session")

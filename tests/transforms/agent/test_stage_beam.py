@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import apache_beam as beam
-import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from tasksieve.schemas import TaskRecord
@@ -32,9 +31,8 @@ def test_the_stage_scores_and_records_every_step(
     tmp_path: Path, agent_store: SnapshotStore, agent_task: TaskRecord
 ) -> None:
     sandbox = make_sandbox("process")
-    if not sandbox.capabilities.workspaces:
-        pytest.skip("the process backend opens no workspaces here")
-    passes = reference_problem(RepoVerifier(sandbox, agent_store), agent_task) is None
+    assert sandbox.capabilities.workspaces
+    assert reference_problem(RepoVerifier(sandbox, agent_store), agent_task) is None
     fix = scripted.fenced(scripted.apply_command(REFERENCE, sandbox.python))
     rows = [
         {"task_id": agent_task.id, "completion": fix},
@@ -51,7 +49,7 @@ def test_the_stage_scores_and_records_every_step(
     with beam.Pipeline() as p:
         out = p | beam.Create(items) | stage
         scored = out["ok"] | "S" >> beam.Map(lambda s: (s.item.id, s.n, s.k, s.episode_steps))
-        assert_that(scored, equal_to([(agent_task.id, 2, int(passes), [2, 2])]))
+        assert_that(scored, equal_to([(agent_task.id, 2, 1, [2, 2])]))
         steps = out[TRAJECTORIES] | "T" >> beam.Map(
             lambda r: (r["episode"], r["step"], r["action_kind"], r["episode_ending"])
         )
