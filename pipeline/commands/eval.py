@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from tasksieve.pipeline.flags.repo import add_snapshot_store_flag
 from tasksieve.pipeline.flags.sampler import add_server_flags
 from tasksieve.pipeline.flags.shared import add_format_flag, positive_int
 from tasksieve.pipeline.flags.turns import add_episode_flags
@@ -68,6 +69,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_vllm_flags(p)
     add_episode_flags(p)
     p.add_argument("--sandbox", default="process", help="process, docker or remote")
+    add_snapshot_store_flag(p)
     p.add_argument("--sandbox-url", default="", metavar="URL[,URL...]")
     p.add_argument("--sandbox-workers", type=int, default=2)
     p.add_argument("--allow-weak-isolation", action="store_true")
@@ -102,6 +104,29 @@ def run(args: argparse.Namespace) -> int:
         print("tasksieve eval: error: --input and --output are required", file=sys.stderr)
         return EXIT_USAGE
     return _run_eval(args)
+
+
+def _snapshot_store(args: argparse.Namespace) -> str | None:
+    """Where repo tasks' snapshots are: the flag, the variable, a ``snapshots/`` folder found
+    from the inputs, else the store the curated input was made with (its manifest's config)."""
+    from pathlib import Path
+
+    from tasksieve.pipeline.flags.repo import snapshot_store
+
+    found = snapshot_store(args, args.input)
+    if found:
+        return found
+    for raw in args.input:
+        for manifest in (Path(raw) / "manifest.json", Path(raw) / "current" / "manifest.json"):
+            try:
+                store = json.loads(manifest.read_text("utf-8"))["config"]["sandbox"][
+                    "snapshot_store"
+                ]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if isinstance(store, str) and Path(store).is_dir():
+                return store
+    return None
 
 
 def _run_eval(args: argparse.Namespace) -> int:
@@ -147,6 +172,7 @@ def _run_eval(args: argparse.Namespace) -> int:
                 allow_weak_isolation=args.allow_weak_isolation,
                 workers=args.sandbox_workers,
                 urls=url_list(args.sandbox_url),
+                snapshot_store=_snapshot_store(args),
             ),
             episodes=episode_config(args),
             runner=args.runner,

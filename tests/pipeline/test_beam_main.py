@@ -52,6 +52,16 @@ DASHED: list[tuple[str, str | None]] = [
     ("--rollout-cache", "cache-dir"),
     ("--no-cache", None),
     ("--dedup-index-lookup", "shuffle"),
+    ("--snapshot-store", "snapshots"),
+    ("--agent-max-steps", "5"),
+    ("--agent-max-tokens", "2000"),
+    ("--agent-wall", "60"),
+    ("--agent-command-timeout", "10"),
+    ("--agent-protocol-errors", "2"),
+    ("--agent-observation-bytes", "4000"),
+    ("--agent-concurrency", "2"),
+    ("--agent-hidden", "none"),
+    ("--agent-tools", None),
 ]
 
 
