@@ -25,6 +25,8 @@ import apache_beam as beam
 
 from tasksieve.schemas import CodeSpec, GateResult, TaskRecord
 from tasksieve.schemas.repo import RepoSpec
+from tasksieve.transforms.reliability import cached
+from tasksieve.transforms.reliability.cached import CachedStage
 from tasksieve.transforms.runtime.common import count, rejected
 from tasksieve.transforms.runtime.deadletter import Guarded
 from tasksieve.transforms.runtime.items import Item, rejection
@@ -175,19 +177,31 @@ def _runs_detail(runs: list[RetryOutcome]) -> str:
     return text
 
 
-class GatesFn(SandboxDoFn):
-    """Run the gates for each item; reject with the first failing gate's reason."""
+class GatesFn(SandboxDoFn, CachedStage):
+    """Run the gates for each item; reject with the first failing gate's reason. With a
+    rollout cache directory, a task's gate outcome is looked up by content first
+    (``reliability.cached``)."""
 
-    def __init__(self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str) -> None:
+    def __init__(
+        self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str, cache_dir: str | None = None
+    ) -> None:
         super().__init__(sandbox, run_id)
         self.cfg = cfg
+        self.init_cache(cache_dir, sandbox)
+
+    def setup(self) -> None:
+        super().setup()
+        self.setup_cache()
+
+    def finish_bundle(self) -> None:
+        self.flush_cache()
 
     def process(self, item: Item) -> Iterator[Any]:
         verifier = self.verifier_for(item, "gates")
         if isinstance(verifier, dict):
             yield rejected(verifier)
             return
-        results, reason = run_gates(item, verifier, self.cfg)
+        results, reason = cached.gates(self.detector_cache, item, verifier, self.cfg)
         log.info("gates %s: %s", item.id, reason or "passed")
         if reason:
             failed = next((r for r in results if not r.passed), results[-1])
@@ -211,12 +225,15 @@ class GatesFn(SandboxDoFn):
 class Gates(beam.PTransform):
     """Reject tasks that cannot give a meaningful reward, recording every gate's result."""
 
-    def __init__(self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str) -> None:
+    def __init__(
+        self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str, cache_dir: str | None = None
+    ) -> None:
         super().__init__()
         self.cfg = cfg
         self.sandbox = sandbox
         self.run_id = run_id
+        self.cache_dir = cache_dir
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
-        run = beam.ParDo(GatesFn(self.cfg, self.sandbox, self.run_id))
+        run = beam.ParDo(GatesFn(self.cfg, self.sandbox, self.run_id, self.cache_dir))
         return items | "Run" >> Guarded(run, "gates", self.run_id)
