@@ -96,7 +96,7 @@ class Counter:
 def child(mode: str, inputs: Path, replay: Path, k: int, cache_dir: str) -> dict[str, Any]:
     """One pass in this process: every task's outcomes and the counted entries."""
     from tasksieve.transforms.reliability import cached
-    from tasksieve.transforms.reliability.gates import GatesConfig
+    from tasksieve.transforms.reliability.gates import GatesConfig, cached_gates
     from tasksieve.transforms.rollouts.cache.detectors import DetectorCache
     from tasksieve.transforms.runtime.items import Item
     from tasksieve.transforms.samplers.extract import extract_solution
@@ -130,7 +130,7 @@ def child(mode: str, inputs: Path, replay: Path, k: int, cache_dir: str) -> dict
         except Exception:  # the pipeline passes such tasks through the detectors unmeasured
             differ = None
         counter.stage = "gates"
-        _, reason = cached.gates(cache, Item(task, "bench", 1, "sha"), verifier, gates_cfg)
+        _, reason = cached_gates(cache, Item(task, "bench", 1, "sha"), verifier, gates_cfg)
         row: dict[str, Any] = {"gates": reason}
         if not reason and differ is not None:
             counter.stage = "test_strength"

@@ -11,7 +11,7 @@ import pytest
 
 from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.reliability import cached
-from tasksieve.transforms.reliability.gates import GatesConfig
+from tasksieve.transforms.reliability.gates import GatesConfig, cached_gates
 from tasksieve.transforms.rollouts.cache.detectors import DetectorCache, detector_key, settings
 from tasksieve.transforms.runtime.items import Item
 from tasksieve.verifiers import SandboxConfig
@@ -126,7 +126,7 @@ def _measure(cache_dir: str | None) -> tuple[Any, int]:
         cache.setup()
     try:
         verifier, differ = verifiers.get("code"), get_differ("code")
-        results, reason = cached.gates(cache, Item(WEAK, "t", 1, "sha"), verifier, GatesConfig())
+        results, reason = cached_gates(cache, Item(WEAK, "t", 1, "sha"), verifier, GatesConfig())
         strength = cached.strength(cache, WEAK, verifier, differ, sandbox, STRENGTH)
         passing = [(0, WRONG), (1, RIGHT)]
         amb = cached.ambiguity(cache, WEAK, passing, differ, sandbox, AMBIGUITY)

@@ -1,10 +1,11 @@
 """Gates and detectors through the rollout cache: an outcome is measured once per content.
 
-``gates``, ``strength`` and ``ambiguity`` are the plain measurements (``run_gates``,
-``measure_strength``, ``measure_ambiguity``) behind a ``DetectorCache`` lookup (None: no
-cache, measure every time). What a key holds and what is never stored is said in
-``tasksieve.transforms.rollouts.cache.detectors``; a stored entry that no longer reads as the
-stage's result (another schema) is measured again and counted as ``cache.corrupt_entries``.
+``strength`` and ``ambiguity`` are the plain measurements (``measure_strength``,
+``measure_ambiguity``) behind a ``DetectorCache`` lookup (None: no cache, measure every time);
+``gates.cached_gates`` does the same for ``run_gates``. What a key holds and what is never
+stored is said in ``tasksieve.transforms.rollouts.cache.detectors``; a stored entry that no
+longer reads as the stage's result (another schema) is measured again and counted as
+``cache.corrupt_entries``.
 
 ``CachedStage`` is the part of a stage DoFn that owns the cache: built from the run's cache
 directory (``--rollout-cache``; None with ``--no-cache``), loaded in ``setup``, written at the
@@ -14,12 +15,10 @@ end of every bundle.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from tasksieve.schemas import GateResult, TaskRecord
+from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.rollouts.cache.detectors import DetectorCache, settings
 from tasksieve.transforms.runtime.common import count
-from tasksieve.transforms.runtime.items import Item
 from tasksieve.verifiers import SandboxConfig, Verifier
 from tasksieve.verifiers.families.probes import Differ
 from tasksieve.verifiers.reliability import (
@@ -37,28 +36,6 @@ from tasksieve.verifiers.reliability.records import (
     strength_from_json,
 )
 from tasksieve.verifiers.sandbox.base import Sandbox
-
-
-def gates(
-    cache: DetectorCache | None, item: Item, verifier: Verifier, cfg: Any
-) -> tuple[list[GateResult], str]:
-    """``gates.run_gates`` (results, failing reason), looked up first; infra errors not kept."""
-    from tasksieve.transforms.reliability.gates import run_gates  # gates imports this module
-
-    if cache is None:
-        return run_gates(item, verifier, cfg)
-    key = cache.key("gates", item.task, settings(cfg), verifier.trivial_solutions(item.task))
-    stored = cache.get("gates", item.task, key)
-    if stored is not None:
-        try:
-            return [GateResult.model_validate(r) for r in stored["results"]], str(stored["reason"])
-        except (ValueError, TypeError, KeyError):
-            count("cache.corrupt_entries")
-    results, reason = run_gates(item, verifier, cfg)
-    if reason != "gate.infra_error":
-        dumped = [r.model_dump(mode="json") for r in results]
-        cache.put(item.task, key, {"results": dumped, "reason": reason})
-    return results, reason
 
 
 def strength(
