@@ -14,14 +14,15 @@ import pytest
 from tasksieve.pipeline.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples" / "tasks" / "code.jsonl"
+EXAMPLES = [ROOT / "examples" / "tasks" / n for n in ("code.jsonl", "problems.jsonl")]
 REPLAY = ROOT / "examples" / "replay" / "completions.jsonl"
 # weak tests, an ambiguous statement, a trivial solution that passes, and a kept-or-banded task
 PICKED = ("code.can_vote", "code.middle_element", "code.celsius_to_fahrenheit", "code.add")
 
 
 def _input(tmp: Path) -> Path:
-    rows = [r for r in EXAMPLES.read_text().splitlines() if json.loads(r).get("id") in PICKED]
+    lines = [r for f in EXAMPLES for r in f.read_text().splitlines()]
+    rows = [r for r in lines if any(f'"id":"{i}"' in r for i in PICKED)]
     assert len(rows) == len(PICKED)
     path = tmp / "tasks.jsonl"
     path.write_text("\n".join(rows) + "\n")
