@@ -30,6 +30,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ class Counter:
         self.entries: collections.Counter[str] = collections.Counter()
         self.repeats: collections.Counter[str] = collections.Counter()
         self.seen: set[str] = set()
+        self.inside = threading.local()  # one entry is counted once, whatever it calls
 
     def task(self, family: str) -> None:
         self.family, self.seen = family, set()
@@ -81,16 +83,25 @@ class Counter:
 
     def _counted(self, fn: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
-            where = f"{self.stage}/{self.family}"
-            self.entries[where] += 1
-            blob = json.dumps([args, kwargs], sort_keys=True, default=repr)
-            h = hashlib.sha256(blob.encode()).hexdigest()
-            if h in self.seen:
-                self.repeats[where] += 1
-            self.seen.add(h)
-            return fn(*args, **kwargs)
+            if getattr(self.inside, "depth", 0):  # a backend's run that starts with spawn
+                return fn(*args, **kwargs)
+            self.inside.depth = 1
+            try:
+                return self._count(fn, args, kwargs)
+            finally:
+                self.inside.depth = 0
 
         return call
+
+    def _count(self, fn: Any, args: Any, kwargs: Any) -> Any:
+        where = f"{self.stage}/{self.family}"
+        self.entries[where] += 1
+        blob = json.dumps([args, kwargs], sort_keys=True, default=repr)
+        h = hashlib.sha256(blob.encode()).hexdigest()
+        if h in self.seen:
+            self.repeats[where] += 1
+        self.seen.add(h)
+        return fn(*args, **kwargs)
 
 
 def child(mode: str, inputs: Path, replay: Path, k: int, cache_dir: str) -> dict[str, Any]:
