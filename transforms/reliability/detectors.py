@@ -22,6 +22,10 @@ milliseconds);
 (inputs outside the task's contract), ``ambiguity.not_enough_evidence`` (kept tasks whose
 agreement could not be tested: too few distinct passing samples or valid inputs),
 ``ambiguity.ms``.
+With the run's rollout cache (``--rollout-cache``, on unless ``--no-cache``), a task's report is
+looked up by content first and measured only on a miss (``cached``; what a key holds:
+``transforms.rollouts.cache.detectors``); counters ``cache.test_strength_hits`` and
+``cache.ambiguity_hits`` (and ``_misses``).
 The stage order decides the reason when both faults are present: TestStrength runs before
 sampling, so a task whose tests let mutants through is ``gate.weak_tests`` even if its
 samples would also disagree; ``filter.ambiguous`` is left for tasks with strong tests.
