@@ -12,6 +12,7 @@ import pytest
 from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.reliability import cached
 from tasksieve.transforms.reliability.gates import GatesConfig, cached_gates
+from tasksieve.transforms.rollouts.cache import detectors
 from tasksieve.transforms.rollouts.cache.detectors import DetectorCache, detector_key, settings
 from tasksieve.transforms.runtime.items import Item
 from tasksieve.verifiers import SandboxConfig
@@ -75,6 +76,14 @@ def test_the_key_follows_what_the_verdict_depends_on_and_nothing_else() -> None:
         detector_key("test_strength", WEAK, params, sandbox, inputs=[[0, RIGHT]]),
     ]
     assert len({key, *changed}) == len(changed) + 1
+
+
+def test_an_edit_of_the_judging_code_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    sandbox = {"backend": "process"}
+    key = detector_key("gates", WEAK, {}, sandbox)
+    assert len(detectors.code_fingerprint()) == 64
+    monkeypatch.setattr(detectors, "code_fingerprint", lambda: "edited")
+    assert detector_key("gates", WEAK, {}, sandbox) != key
 
 
 def test_reports_read_back_equal_and_infra_touched_ones_are_not_kept() -> None:

@@ -14,8 +14,10 @@ limits, reference solution, input domain), the stage's own settings (``StrengthC
 ``GatesConfig`` with its retry policy, ``AmbiguityConfig``; never the thread count), the
 stage's further inputs (ambiguity: the passing samples with their indices), the sandbox
 settings a verdict may depend on (``verdicts.sandbox_settings``: backend and isolation; the
-servers' identity for the remote backend) and the installed tasksieve version, which moves
-with every change of a verifier, differ, mutation operator or probe generator.
+servers' identity for the remote backend), the installed tasksieve version and a fingerprint
+of the judging code (``code_fingerprint``: the ``verifiers`` package and these stages), so an
+edit of a verifier, differ, mutation operator or probe generator misses even in a development
+checkout whose version does not move.
 
 Never stored (measured again next run): anything an infra error touched (a gate rejection
 ``gate.infra_error``, a strength report with undecided mutants, an ambiguity report that
@@ -32,8 +34,11 @@ Counters: ``cache.detector_hits``, ``cache.detector_misses`` (per stage: ``cache
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import logging
 import threading
+from pathlib import Path
 from typing import Any
 
 from apache_beam.utils import shared
@@ -55,6 +60,26 @@ log = logging.getLogger("tasksieve.rollout_cache")
 DETECTOR_KEY_VERSION = 1
 UNCACHED_FAMILIES = frozenset({"repo"})  # their outcome depends on the snapshot store too
 _NOT_SETTINGS = frozenset({"workers", "enabled"})  # how fast, not what is measured
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """sha256 over the source of everything that judges: the ``verifiers`` package (families,
+    differs, mutation operators, probe generators, sandboxes, the detectors) and the gates.
+
+    A release bumps the version, but a development checkout edits code under one version; with
+    this in the key an edit there misses instead of reusing outcomes the old code measured.
+    """
+    import tasksieve.transforms.reliability as stages
+    import tasksieve.verifiers as verifiers
+
+    h = hashlib.sha256()
+    roots = [Path(verifiers.__file__).resolve().parent, Path(stages.__file__).resolve().parent]
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
 
 
 def settings(cfg: Any) -> dict[str, Any]:
@@ -80,6 +105,7 @@ def detector_key(
             "inputs": inputs,
             "sandbox": sandbox,
             "tasksieve": verifier_version(),
+            "code": code_fingerprint(),
         }
     )
 
