@@ -30,12 +30,13 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     exact = valid["ok"] | "ExactDedup" >> ExactDedup(run_id)
     near = exact["ok"] | "NearDedup" >> NearDedup(cfg.dedup, run_id)
     clean = near["ok"] | "Decontaminate" >> Decontaminate(cfg.decontam, run_id)
-    gated = clean["ok"] | "Gates" >> Gates(cfg.gates, cfg.sandbox, run_id)
+    cache = cfg.cache_dir()  # samples, verdicts and gate/detector outcomes by content
+    gated = clean["ok"] | "Gates" >> Gates(cfg.gates, cfg.sandbox, run_id, cache)
     strong, strength_rejected = gated["ok"], []
     if cfg.strength.enabled:
-        measured = strong | "TestStrength" >> TestStrength(cfg.strength, cfg.sandbox, run_id)
+        strength = TestStrength(cfg.strength, cfg.sandbox, run_id, cache)
+        measured = strong | "TestStrength" >> strength
         strong, strength_rejected = measured["ok"], [measured[REJECTED]]
-    cache = cfg.cache_dir()
     sampler_rejected = []
     outputs = {}
     if cfg.agent is not None:
@@ -59,7 +60,7 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
         )
     scored, ambiguity_rejected = verified["ok"], []
     if cfg.ambiguity.enabled:
-        compared = scored | "Ambiguity" >> Ambiguity(cfg.ambiguity, cfg.sandbox, run_id)
+        compared = scored | "Ambiguity" >> Ambiguity(cfg.ambiguity, cfg.sandbox, run_id, cache)
         scored, ambiguity_rejected = compared["ok"], [compared[REJECTED]]
     kept = scored | "Filter" >> Filter(cfg.band, run_id, fp)
     rejected = (

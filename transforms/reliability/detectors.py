@@ -22,6 +22,10 @@ milliseconds);
 (inputs outside the task's contract), ``ambiguity.not_enough_evidence`` (kept tasks whose
 agreement could not be tested: too few distinct passing samples or valid inputs),
 ``ambiguity.ms``.
+With the run's rollout cache (``--rollout-cache``, on unless ``--no-cache``), a task's report is
+looked up by content first and measured only on a miss (``cached``; what a key holds:
+``transforms.rollouts.cache.detectors``); counters ``cache.test_strength_hits`` and
+``cache.ambiguity_hits`` (and ``_misses``).
 The stage order decides the reason when both faults are present: TestStrength runs before
 sampling, so a task whose tests let mutants through is ``gate.weak_tests`` even if its
 samples would also disagree; ``filter.ambiguous`` is left for tasks with strong tests.
@@ -37,6 +41,8 @@ from typing import Any
 import apache_beam as beam
 
 from tasksieve.schemas import AmbiguityCheck, StrengthCheck, SurvivingMutant
+from tasksieve.transforms.reliability import cached
+from tasksieve.transforms.reliability.cached import CachedStage
 from tasksieve.transforms.runtime.common import count, rejected
 from tasksieve.transforms.runtime.deadletter import Guarded
 from tasksieve.transforms.runtime.items import Item, Scored, rejection
@@ -50,8 +56,6 @@ from tasksieve.verifiers.reliability import (
     StrengthConfig,
     StrengthReport,
     ambiguity_evidence,
-    measure_ambiguity,
-    measure_strength,
     strength_evidence,
 )
 
@@ -105,11 +109,20 @@ def _differ(family: str, snapshot_store: str | None = None) -> Differ | None:
         return None
 
 
-class _DifferFn(SandboxDoFn):
-    """A sandbox DoFn that measures with the family's differ (``None``: pass unmeasured)."""
+class _DifferFn(SandboxDoFn, CachedStage):
+    """A sandbox DoFn that measures with the family's differ (``None``: pass unmeasured);
+    with a rollout cache directory, outcomes are looked up by content (``cached``)."""
+
+    def __init__(self, sandbox: SandboxConfig, run_id: str, cache_dir: str | None) -> None:
+        super().__init__(sandbox, run_id)
+        self.init_cache(cache_dir, sandbox)
+
+    def finish_bundle(self) -> None:
+        self.flush_cache()
 
     def setup(self) -> None:
         super().setup()
+        self.setup_cache()
         # A remote sandbox verifies whole solutions in the service and runs nothing here.
         self.remote = self.sandbox.capabilities.whole_verifications
         if self.remote:
@@ -136,8 +149,10 @@ class TestStrengthFn(_DifferFn):
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, cfg: StrengthConfig, sandbox: SandboxConfig, run_id: str) -> None:
-        super().__init__(sandbox, run_id)
+    def __init__(
+        self, cfg: StrengthConfig, sandbox: SandboxConfig, run_id: str, cache_dir: str | None = None
+    ) -> None:
+        super().__init__(sandbox, run_id, cache_dir)
         self.cfg = cfg
 
     def process(self, item: Item) -> Iterator[Any]:
@@ -148,7 +163,9 @@ class TestStrengthFn(_DifferFn):
         verifier = self.verifiers.get(item.task.family)
         if item.reference_s:
             verifier.calibrate(item.task, item.reference_s)
-        report = measure_strength(item.task, verifier, differ, self.sandbox, self.cfg)
+        report = cached.strength(
+            self.detector_cache, item.task, verifier, differ, self.sandbox, self.cfg
+        )
         _count_strength(report)
         log.info("test strength %s: %s", item.id, report.summary())
         if report.made and report.infra_errors == report.made:
@@ -193,22 +210,31 @@ class TestStrength(beam.PTransform):
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, cfg: StrengthConfig, sandbox: SandboxConfig, run_id: str) -> None:
+    def __init__(
+        self, cfg: StrengthConfig, sandbox: SandboxConfig, run_id: str, cache_dir: str | None = None
+    ) -> None:
         super().__init__()
         self.cfg = cfg
         self.sandbox = sandbox
         self.run_id = run_id
+        self.cache_dir = cache_dir
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
-        measure = beam.ParDo(TestStrengthFn(self.cfg, self.sandbox, self.run_id))
+        measure = beam.ParDo(TestStrengthFn(self.cfg, self.sandbox, self.run_id, self.cache_dir))
         return items | "Measure" >> Guarded(measure, "test_strength", self.run_id)
 
 
 class AmbiguityFn(_DifferFn):
     """Compare passing samples with the reference on extra inputs; reject ambiguous tasks."""
 
-    def __init__(self, cfg: AmbiguityConfig, sandbox: SandboxConfig, run_id: str) -> None:
-        super().__init__(sandbox, run_id)
+    def __init__(
+        self,
+        cfg: AmbiguityConfig,
+        sandbox: SandboxConfig,
+        run_id: str,
+        cache_dir: str | None = None,
+    ) -> None:
+        super().__init__(sandbox, run_id, cache_dir)
         self.cfg = cfg
 
     def process(self, s: Scored) -> Iterator[Any]:
@@ -217,7 +243,9 @@ class AmbiguityFn(_DifferFn):
         if differ is None:
             yield s
             return
-        report = measure_ambiguity(task, s.passing, differ, self.sandbox, self.cfg)
+        report = cached.ambiguity(
+            self.detector_cache, task, s.passing, differ, self.sandbox, self.cfg
+        )
         count("ambiguity.tasks")
         count("ambiguity.probes", report.tried)
         count("ambiguity.disagreements", len(report.disagreements))
@@ -253,12 +281,19 @@ class AmbiguityFn(_DifferFn):
 class Ambiguity(beam.PTransform):
     """Reject tasks whose passing samples disagree with the reference (``filter.ambiguous``)."""
 
-    def __init__(self, cfg: AmbiguityConfig, sandbox: SandboxConfig, run_id: str) -> None:
+    def __init__(
+        self,
+        cfg: AmbiguityConfig,
+        sandbox: SandboxConfig,
+        run_id: str,
+        cache_dir: str | None = None,
+    ) -> None:
         super().__init__()
         self.cfg = cfg
         self.sandbox = sandbox
         self.run_id = run_id
+        self.cache_dir = cache_dir
 
     def expand(self, scored: beam.PCollection) -> dict[str, beam.PCollection]:
-        compare = beam.ParDo(AmbiguityFn(self.cfg, self.sandbox, self.run_id))
+        compare = beam.ParDo(AmbiguityFn(self.cfg, self.sandbox, self.run_id, self.cache_dir))
         return scored | "Compare" >> Guarded(compare, "ambiguity", self.run_id)

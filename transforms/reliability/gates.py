@@ -25,6 +25,8 @@ import apache_beam as beam
 
 from tasksieve.schemas import CodeSpec, GateResult, TaskRecord
 from tasksieve.schemas.repo import RepoSpec
+from tasksieve.transforms.reliability.cached import CachedStage
+from tasksieve.transforms.rollouts.cache.detectors import DetectorCache, settings
 from tasksieve.transforms.runtime.common import count, rejected
 from tasksieve.transforms.runtime.deadletter import Guarded
 from tasksieve.transforms.runtime.items import Item, rejection
@@ -117,6 +119,27 @@ def run_gates(item: Item, verifier: Verifier, cfg: GatesConfig) -> tuple[list[Ga
     return results, ""
 
 
+def cached_gates(
+    cache: DetectorCache | None, item: Item, verifier: Verifier, cfg: GatesConfig
+) -> tuple[list[GateResult], str]:
+    """``run_gates``, looked up by content first (``rollouts.cache.detectors``); an outcome
+    with an infra error is not stored, and ``repo`` tasks never are."""
+    if cache is None:
+        return run_gates(item, verifier, cfg)
+    key = cache.key("gates", item.task, settings(cfg), verifier.trivial_solutions(item.task))
+    stored = cache.get("gates", item.task, key)
+    if stored is not None:
+        try:
+            return [GateResult.model_validate(r) for r in stored["results"]], str(stored["reason"])
+        except (ValueError, TypeError, KeyError):
+            count("cache.corrupt_entries")
+    results, reason = run_gates(item, verifier, cfg)
+    if reason != "gate.infra_error":
+        dumped = [r.model_dump(mode="json") for r in results]
+        cache.put(item.task, key, {"results": dumped, "reason": reason})
+    return results, reason
+
+
 def _repo_reference(results: list[GateResult], verdicts: list[Any]) -> str:
     """A repo task's reference runs: asked ids that do not exist, then flaky tests."""
     missing = sorted(
@@ -175,19 +198,31 @@ def _runs_detail(runs: list[RetryOutcome]) -> str:
     return text
 
 
-class GatesFn(SandboxDoFn):
-    """Run the gates for each item; reject with the first failing gate's reason."""
+class GatesFn(SandboxDoFn, CachedStage):
+    """Run the gates for each item; reject with the first failing gate's reason. With a
+    rollout cache directory, a task's gate outcome is looked up by content first
+    (``reliability.cached``)."""
 
-    def __init__(self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str) -> None:
+    def __init__(
+        self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str, cache_dir: str | None = None
+    ) -> None:
         super().__init__(sandbox, run_id)
         self.cfg = cfg
+        self.init_cache(cache_dir, sandbox)
+
+    def setup(self) -> None:
+        super().setup()
+        self.setup_cache()
+
+    def finish_bundle(self) -> None:
+        self.flush_cache()
 
     def process(self, item: Item) -> Iterator[Any]:
         verifier = self.verifier_for(item, "gates")
         if isinstance(verifier, dict):
             yield rejected(verifier)
             return
-        results, reason = run_gates(item, verifier, self.cfg)
+        results, reason = cached_gates(self.detector_cache, item, verifier, self.cfg)
         log.info("gates %s: %s", item.id, reason or "passed")
         if reason:
             failed = next((r for r in results if not r.passed), results[-1])
@@ -211,12 +246,15 @@ class GatesFn(SandboxDoFn):
 class Gates(beam.PTransform):
     """Reject tasks that cannot give a meaningful reward, recording every gate's result."""
 
-    def __init__(self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str) -> None:
+    def __init__(
+        self, cfg: GatesConfig, sandbox: SandboxConfig, run_id: str, cache_dir: str | None = None
+    ) -> None:
         super().__init__()
         self.cfg = cfg
         self.sandbox = sandbox
         self.run_id = run_id
+        self.cache_dir = cache_dir
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
-        run = beam.ParDo(GatesFn(self.cfg, self.sandbox, self.run_id))
+        run = beam.ParDo(GatesFn(self.cfg, self.sandbox, self.run_id, self.cache_dir))
         return items | "Run" >> Guarded(run, "gates", self.run_id)

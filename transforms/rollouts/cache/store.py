@@ -1,6 +1,7 @@
 """The rollout cache on storage: append-only part files of checksummed JSON lines.
 
-Layout: ``DIR/samples/part-*.jsonl.gz`` and ``DIR/verdicts/part-*.jsonl.gz``. Each line is
+Layout: ``DIR/samples/part-*.jsonl.gz``, ``DIR/verdicts/part-*.jsonl.gz`` and
+``DIR/detectors/part-*.jsonl.gz``. Each line is
 ``{"k": key, "v": value, "c": checksum}``. A worker writes one new part per batch it
 produced (samples) or per bundle (verdicts), so a run that crashes keeps everything written
 before the crash. All I/O goes through Beam's FileSystems, so ``DIR`` may be local or any
@@ -35,7 +36,8 @@ log = logging.getLogger("tasksieve.rollout_cache")
 
 SAMPLES = "samples"
 VERDICTS = "verdicts"
-KINDS = (SAMPLES, VERDICTS)
+DETECTORS = "detectors"  # gate and detector outcomes (``cache.detectors``)
+KINDS = (SAMPLES, VERDICTS, DETECTORS)
 DEFAULT_COMPACT_AFTER = 64
 
 
