@@ -42,6 +42,8 @@ from tasksieve.verifiers.sandbox.workspace import (
 )
 
 SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
+
+
 class SessionProblem(Exception):
     """No workspace could be opened for a task (snapshot, environment or backend); says why."""
 
