@@ -63,8 +63,9 @@ def pass_figure(summary: dict[str, Any]) -> str | None:
                 continue
             xs.append(i + j * width)
             ys.append(entry["value"])
-            lo.append(entry["value"] - entry["ci_low"])
-            hi.append(entry["ci_high"] - entry["value"])
+            # an interval from resampled means can miss the point estimate by a rounding step
+            lo.append(max(0.0, entry["value"] - entry["ci_low"]))
+            hi.append(max(0.0, entry["ci_high"] - entry["value"]))
         ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=f"pass@{k}")
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(fams))], list(fams))
     ax.set_ylim(0, 1.05)
