@@ -27,8 +27,14 @@ LITERAL = re.compile(r"""(?<!count\()["'](""" + _STAGE + r"""\.[a-z_]+)["']""")
 FSTRING = re.compile(r"""(?<!count\()f["'](""" + _STAGE + r"""\.)\{""")
 
 
+# Rooms that write no rejected records: synth/ names record fields ("verifier.snapshot").
+NOT_STAGES = ("synth",)
+
+
 def _sources() -> str:
-    return "\n".join(p.read_text() for p in sorted(TRANSFORMS.rglob("*.py")))
+    files = sorted(TRANSFORMS.rglob("*.py"))
+    stage_files = [p for p in files if p.relative_to(TRANSFORMS).parts[0] not in NOT_STAGES]
+    return "\n".join(p.read_text() for p in stage_files)
 
 
 def test_every_literal_code_in_the_stages_is_registered() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -148,7 +150,9 @@ def test_a_solution_that_loops_times_out(
 def test_a_repository_over_the_packed_limit_is_rejected(
     sandbox: object, repo_task: TaskRecord, repo_store: SnapshotStore
 ) -> None:
-    small = RepoVerifier(sandbox, repo_store, max_packed_bytes=100)  # type: ignore[arg-type]
+    packed = copy.copy(sandbox)  # the packed path: a backend that opens no workspaces
+    packed.capabilities = dataclasses.replace(sandbox.capabilities, workspaces=False)  # type: ignore[attr-defined]
+    small = RepoVerifier(packed, repo_store, max_packed_bytes=100)  # type: ignore[arg-type]
     problem = small.task_problem(repo_task)
     assert problem is not None and problem.reason == "repo.too_large"
     assert repo_task.id in str(problem) and "workspaces" in str(problem)
