@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_manifest_lists_the_workers_sandboxes(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    args = ["curate", "--input", str(ROOT / "examples" / "tasks"), "--output", str(out)]
+    tasks = ROOT / "examples" / "tasks"  # two families are enough to start the workers' sandboxes
+    inputs = [str(tasks / "code.jsonl"), str(tasks / "sql.jsonl")]
+    args = ["curate", "--input", *inputs, "--output", str(out)]
     replay = str(ROOT / "examples" / "replay" / "completions.jsonl")
     assert (
         main([*args, "--sampler", "replay", "--replay", replay, "--samples", "2", "--quiet", *FAST])
