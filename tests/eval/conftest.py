@@ -14,6 +14,7 @@ import pytest
 
 from tasksieve.pipeline.cli import main
 from tests.curate_flags import FAST
+from tests.pipeline.catalog_runs import SNAPSHOTS, SUBSET
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "tasks"
@@ -31,9 +32,15 @@ def eval_argv(src: Path, out: Path, replay: Path, *extra: str) -> list[str]:
 
 @pytest.fixture(scope="package")
 def curated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The examples of all four families curated with the replay sampler."""
-    out = tmp_path_factory.mktemp("eval-curate") / "out"
-    argv = ["curate", "--input", str(EXAMPLES), "--output", str(out), "--quiet", *FAST]
+    """Examples of every family (the catalog tests' subset) curated with the replay sampler."""
+    root = tmp_path_factory.mktemp("eval-curate")
+    inputs, out = root / "in", root / "out"
+    inputs.mkdir()
+    for name, wanted in SUBSET.items():
+        text = (EXAMPLES / name).read_text(encoding="utf-8").splitlines()
+        (inputs / name).write_text("".join(text[i - 1] + "\n" for i in wanted), "utf-8")
+    argv = ["curate", "--input", str(inputs), "--output", str(out), "--quiet", *FAST]
+    argv += ["--snapshot-store", str(SNAPSHOTS)]
     argv += ["--reference-runs", "1"]  # the gates are not what these tests measure
     assert main([*argv, "--sampler", "replay", "--replay", str(REPLAY), "--samples", "4"]) == 0
     return out
