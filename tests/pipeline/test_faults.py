@@ -21,7 +21,7 @@ import tasksieve.transforms.dedup.exact
 import tasksieve.transforms.dedup.near
 import tasksieve.transforms.filter
 import tasksieve.transforms.ingest.validate
-import tasksieve.transforms.reliability.detectors
+import tasksieve.transforms.reliability.cached
 import tasksieve.transforms.reliability.gates
 import tasksieve.transforms.rollouts.rounds
 from tasksieve.pipeline.cli import main
@@ -141,7 +141,7 @@ def _plant(mp: pytest.MonkeyPatch) -> None:
             lambda it, *a: it.id == t["gates"],
         ),
         (
-            tasksieve.transforms.reliability.detectors,
+            tasksieve.transforms.reliability.cached,
             "measure_strength",
             "test_strength",
             lambda task, *a: task.id == t["test_strength"],
@@ -160,7 +160,7 @@ def _plant(mp: pytest.MonkeyPatch) -> None:
             lambda **kw: kw["task_id"] == t["verify"] and kw["sample_index"] == 3,
         ),
         (
-            tasksieve.transforms.reliability.detectors,
+            tasksieve.transforms.reliability.cached,
             "measure_ambiguity",
             "ambiguity",
             lambda task, *a: task.id == t["ambiguity"],
