@@ -30,7 +30,8 @@ FORMATS = ("table", "csv", "json")
 PROG = "tasksieve query"
 
 _EPILOG = """\
-views:  tasks (verifier as a typed struct), tasks_code / tasks_sql / tasks_api / tasks_config,
+views:  tasks (verifier as a typed struct), tasks_code / tasks_sql / tasks_api / tasks_config /
+        tasks_repo,
         rejected, rollouts, runs, current_run, stage_counters, stages, family_summary,
         task_reliability (mutation score, probes agreed), surviving_mutants (one per survivor),
         trajectories (agent runs: one row per step), episodes (one row per agent episode)

@@ -1,7 +1,7 @@
 """Open a curate output in DuckDB with ready views and macros; write them to ``catalog.duckdb``.
 
 ``connect(OUT_DIR)`` defines, in a DuckDB connection, the views ``tasks`` (the verifier spec as
-a typed STRUCT; ``tasks_code`` .. ``tasks_config`` with each family's own STRUCT), ``rejected``,
+a typed STRUCT; ``tasks_code`` .. ``tasks_repo`` with each family's own STRUCT), ``rejected``,
 ``rollouts``, ``runs``, ``current_run``, ``stage_counters``, ``stages``, ``family_summary`` and
 the table macros ``pass_rate_histogram(bins)``, ``funnel()``, ``rejection_reasons()``,
 ``rollouts_of(id)``, ``checks_of(id)``, ``task_fate(id)`` (SQL in ``pipeline.outputs.catalog.sql``).
