@@ -36,12 +36,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import logging
-import threading
 from pathlib import Path
 from typing import Any
-
-from apache_beam.utils import shared
 
 from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.rollouts.cache.keys import (
@@ -50,12 +46,11 @@ from tasksieve.transforms.rollouts.cache.keys import (
     digest,
     verifier_version,
 )
-from tasksieve.transforms.rollouts.cache.store import DETECTORS, load, write_part
+from tasksieve.transforms.rollouts.cache.parts import PartCache
+from tasksieve.transforms.rollouts.cache.store import DETECTORS
 from tasksieve.transforms.rollouts.cache.verdicts import sandbox_settings
 from tasksieve.transforms.runtime.common import count
 from tasksieve.verifiers import SandboxConfig
-
-log = logging.getLogger("tasksieve.rollout_cache")
 
 DETECTOR_KEY_VERSION = 1
 UNCACHED_FAMILIES = frozenset({"repo"})  # their outcome depends on the snapshot store too
@@ -110,35 +105,14 @@ def detector_key(
     )
 
 
-class _Loaded:
-    """The detector entries of one cache directory (weakly referenceable for ``Shared``)."""
-
-    def __init__(self, root: str) -> None:
-        self.entries, self.corrupt = load(root, DETECTORS)
-
-
-class DetectorCache:
+class DetectorCache(PartCache):
     """Cached gate and detector outcomes of one cache directory, and new ones to write."""
 
+    kind = DETECTORS
+    noun = "detector outcomes"
+
     def __init__(self, root: str, sandbox: SandboxConfig) -> None:
-        self.root = root
-        self.sandbox = sandbox_settings(sandbox)
-        self.handle = shared.Shared()
-        self.loaded: _Loaded | None = None
-        self.pending: dict[str, Any] = {}
-        self.lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:  # pickled with the DoFn: drop what setup makes
-        return {"root": self.root, "sandbox": self.sandbox, "handle": self.handle}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self.loaded, self.pending, self.lock = None, {}, threading.Lock()
-
-    def setup(self) -> None:
-        """Load (or share) this worker process's copy of the cached outcomes."""
-        root = self.root
-        self.loaded = self.handle.acquire(lambda: _Loaded(root), tag=root + "#" + DETECTORS)
+        super().__init__(root, sandbox_settings(sandbox))
 
     def key(self, stage: str, task: TaskRecord, params: dict[str, Any], inputs: Any = None) -> str:
         """``detector_key`` under this cache's sandbox settings."""
@@ -163,15 +137,3 @@ class DetectorCache:
             self.pending[key] = value
             if self.loaded is not None:
                 self.loaded.entries[key] = value  # later bundles of this worker see it too
-
-    def flush(self) -> None:
-        """Write the outcomes computed since the last flush as one part."""
-        with self.lock:
-            pending, self.pending = self.pending, {}
-        try:
-            write_part(self.root, DETECTORS, pending)
-        except Exception as exc:  # the run goes on; these are measured again next time
-            count("cache.write_errors")
-            log.warning(
-                "rollout cache: could not store %d detector outcomes: %s", len(pending), exc
-            )

@@ -10,21 +10,16 @@ Counters: ``cache.verdict_hits``, ``cache.verdict_misses``, ``cache.corrupt_entr
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from apache_beam.utils import shared
-
 from tasksieve.schemas import TaskRecord, Verdict
 from tasksieve.transforms.rollouts.cache.keys import verdict_key
-from tasksieve.transforms.rollouts.cache.store import VERDICTS, load, write_part
+from tasksieve.transforms.rollouts.cache.parts import PartCache
+from tasksieve.transforms.rollouts.cache.store import VERDICTS
 from tasksieve.transforms.runtime.common import count
 from tasksieve.verifiers import SandboxConfig
 from tasksieve.verifiers.retry import RetryOutcome
-
-log = logging.getLogger("tasksieve.rollout_cache")
 
 
 def sandbox_settings(cfg: SandboxConfig) -> dict[str, Any]:
@@ -44,43 +39,14 @@ def sandbox_settings(cfg: SandboxConfig) -> dict[str, Any]:
     return settings
 
 
-class _Loaded:
-    """The verdict entries of one cache directory (weakly referenceable for ``Shared``)."""
-
-    def __init__(self, root: str) -> None:
-        self.entries, self.corrupt = load(root, VERDICTS)
-        self.lock = threading.Lock()
-
-    def report_corrupt(self) -> None:
-        """Count the corrupt entries met while loading, once (setup has no metrics context)."""
-        with self.lock:
-            corrupt, self.corrupt = self.corrupt, 0
-        if corrupt:
-            count("cache.corrupt_entries", corrupt)
-
-
-class VerdictCache:
+class VerdictCache(PartCache):
     """Cached verdicts of one cache directory, and the new ones waiting to be written."""
 
+    kind = VERDICTS
+    noun = "verdicts"
+
     def __init__(self, root: str, sandbox: SandboxConfig) -> None:
-        self.root = root
-        self.sandbox = sandbox_settings(sandbox)
-        self.handle = shared.Shared()
-        self.loaded: _Loaded | None = None
-        self.pending: dict[str, Any] = {}
-        self.lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:  # pickled with the DoFn: drop what setup makes
-        return {"root": self.root, "sandbox": self.sandbox, "handle": self.handle}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self.loaded, self.pending, self.lock = None, {}, threading.Lock()
-
-    def setup(self) -> None:
-        """Load (or share) this worker process's copy of the cached verdicts."""
-        root = self.root
-        self.loaded = self.handle.acquire(lambda: _Loaded(root), tag=root)
+        super().__init__(root, sandbox_settings(sandbox))
 
     def verify(
         self,
@@ -111,16 +77,6 @@ class VerdictCache:
                     if t.verdict.status != "infra_error":
                         self.pending[keys[i]] = t.verdict.model_dump(mode="json")
         return [v for v in out if v is not None]
-
-    def flush(self) -> None:
-        """Write the verdicts computed since the last flush as one part."""
-        with self.lock:
-            pending, self.pending = self.pending, {}
-        try:
-            write_part(self.root, VERDICTS, pending)
-        except Exception as exc:  # the run goes on; these verdicts are computed again next time
-            count("cache.write_errors")
-            log.warning("rollout cache: could not store %d verdicts: %s", len(pending), exc)
 
 
 def _verdict(value: Any) -> Verdict | None:
