@@ -5,8 +5,9 @@ PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tasksieve-installed
 OUT    ?= out
+DEMO_IN ?= build/demo-inputs
 
-.PHONY: setup demo train-demo test test-fast lint typecheck docs unit schemas bench clean examples-repo
+.PHONY: setup demo demo-inputs train-demo test test-fast lint typecheck docs unit schemas bench clean examples-repo
 
 setup: $(STAMP)
 
@@ -19,8 +20,20 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m tasksieve.verifiers.sandbox.process.doctor --install
 	touch $(STAMP)
 
-demo: setup
-	$(BIN)/tasksieve curate --input examples/tasks --output $(OUT) --overwrite --samples 4
+# the shipped tasks plus the SWE-bench records and Harbor task of examples/imports, imported first
+demo: setup demo-inputs
+	$(BIN)/tasksieve curate --input examples/tasks $(DEMO_IN)/swebench.jsonl $(DEMO_IN)/harbor.jsonl \
+		--snapshot-store $(DEMO_IN)/snapshots --output $(OUT) --overwrite --samples 4
+
+demo-inputs: setup
+	if [ -d $(DEMO_IN) ]; then chmod -R u+w $(DEMO_IN); rm -rf $(DEMO_IN); fi
+	mkdir -p $(DEMO_IN)/repos
+	cp -R examples/snapshots $(DEMO_IN)/snapshots
+	git clone -q examples/imports/repos/acme__units.bundle $(DEMO_IN)/repos/acme__units
+	$(BIN)/tasksieve import swebench examples/imports/swebench.jsonl --repos $(DEMO_IN)/repos \
+		--snapshot-store $(DEMO_IN)/snapshots --output $(DEMO_IN)/swebench.jsonl
+	$(BIN)/tasksieve import harbor examples/imports/harbor --repos $(DEMO_IN)/repos \
+		--snapshot-store $(DEMO_IN)/snapshots --output $(DEMO_IN)/harbor.jsonl
 
 # curate the examples with the replay sampler, then a few GRPO steps on the CPU (train extra)
 train-demo: setup
