@@ -27,7 +27,8 @@ sb = ProcessSandbox(isolation=sys.argv[1], warm=False)
 limits = SessionLimits(disk_mb=4, max_processes=40)
 with sb.open_workspace(WorkspaceSpec(sys.argv[2], limits=limits)) as ws:
     ws.exec("cd pkg; export Q=7; echo x >> mod.py")
-    r = ws.exec("echo $PWD $Q; id -u; echo y > /snapshot/z; head -c 6000000 /dev/zero > big")
+    r = ws.exec("echo $PWD $Q; id -u; echo y > /planted; ls -A /snapshot 2>/dev/null; "
+                "head -c 6000000 /dev/zero > big")
     print(r.stdout.decode().strip().replace(chr(10), " "))
     print("refused" if b"Read-only" in r.stderr and b"No space" in r.stderr else r.stderr)
     print("+x" in ws.diff())
