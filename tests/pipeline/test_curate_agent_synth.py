@@ -11,6 +11,7 @@ workspaces or cannot start here (no Docker engine or image).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from tasksieve.pipeline.cli import main
 from tasksieve.transforms.agent import scripted
 from tasksieve.verifiers.registry import make_sandbox
 from tasksieve.verifiers.sandbox.base import SandboxUnavailable
+from tests.verifiers.repo.wheels import wheelhouse
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK_ID = "repo.inflection.e77c25a418d8"  # one fail_to_pass test; needs no optional package
@@ -60,7 +62,12 @@ def test_a_scripted_agent_solves_a_synthesized_task_and_another_fails_it(
         {"task_id": TASK_ID, "turn": 2, "episode": 1, "completion": scripted.SUBMIT},
     ]
     rec.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    monkeypatch.setenv("TASKSIEVE_SNAPSHOT_STORE", str(ROOT / "examples/snapshots"))
+    store = tmp_path / "store"  # the task's snapshot alone: environments get built here
+    snap = task["verifier"]["snapshot"].split(":")[-1]
+    shutil.copytree(ROOT / "examples/snapshots" / snap, store / snap, symlinks=True)
+    monkeypatch.setenv("TASKSIEVE_SNAPSHOT_STORE", str(store))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: pytest's wheels from this interpreter
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheelhouse(["pytest"], tmp_path / "wheels")))
     argv = ["curate", "-i", str(src), "-o", str(out), "--sandbox", backend]
     argv += ["--sampler", "replay", "--replay", str(rec), "--samples", "2", "--agent"]
     argv += ["--too-hard", "0", "--too-easy", "1", "--quiet", *FAST]
