@@ -49,12 +49,12 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _mount,
     _ok,
 )
-from tasksieve.verifiers.sandbox.process.guest.rootfs import _drop, build_root
+from tasksieve.verifiers.sandbox.process.guest.rootfs import _MNT_DETACH, _drop, build_root
 
 _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_SETATTR = 428, 429, 442  # the same on every arch
 _OPEN_TREE_CLONE, _AT_EMPTY_PATH, _MOVE_EMPTY = 1, 0x1000, 4
 _ATTR_RDONLY, _ATTR_IDMAP = 0x1, 0x00100000
-_MNT_DETACH, _EINVAL, _PR_SET_DUMPABLE = 2, 22, 4
+_EINVAL, _PR_SET_DUMPABLE = 22, 4
 
 
 def detach_all(path: str) -> None:
