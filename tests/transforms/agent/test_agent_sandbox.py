@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,6 +34,7 @@ from tasksieve.verifiers.families.repo.verifier import RepoVerifier
 from tasksieve.verifiers.registry import make_sandbox
 from tasksieve.verifiers.sandbox.base import Sandbox, SandboxUnavailable
 from tests.transforms.agent.conftest import judging_verifier, reference_problem
+from tests.verifiers.repo.repo_fixture import build_repo, make_task
 
 CFG = AgentConfig(max_steps=6, wall_s=90, command_timeout_s=8, max_processes=32)
 SECRET = "assert sub(3, 5) == -2"  # a line of the hidden test file
@@ -59,6 +62,21 @@ def verifier(backend: Sandbox, agent_store: SnapshotStore, agent_task: TaskRecor
 def judged(verifier: RepoVerifier, agent_task: TaskRecord) -> None:
     """The repo verifier passes the reference patch on this backend (a precondition)."""
     assert reference_problem(verifier, agent_task) is None
+
+
+@pytest.fixture(scope="module")
+def small_disk_task(
+    agent_store: SnapshotStore, tmp_path_factory: pytest.TempPathFactory
+) -> TaskRecord:
+    """The agent task with a small disk quota, for the agent that fills the disk."""
+    tree = build_repo(Path(tmp_path_factory.mktemp("agent-mathlib-small")))
+    return make_task(agent_store, tree, task_id="repo/agent-mathlib-small", disk_mb=DISK_MB)
+
+
+def _host_disk(backend: Sandbox) -> str:
+    """Where a workspace's writes would land on this host if nothing bounded them."""
+    docker_root = "/var/lib/docker"
+    return docker_root if backend.name == "docker" and os.path.isdir(docker_root) else "/"
 
 
 def leftovers(marker: str) -> list[int]:
@@ -104,26 +122,27 @@ HOSTILE = {
         "    pass\\n' > tests/test_ops.py",
         "rm -rf tests/__init__.py; echo 'import pytest' > conftest.py",
     ],
-    "reads_hidden_tests": [
-        "cat tests/test_ops.py; cat /snapshot/tests/test_ops.py",
+    "reads_hidden_tests": [  # every way back to the lower layer: mount, agent's /proc, mounts
+        "cat tests/test_ops.py /snapshot/tests/test_ops.py /proc/1/root/snapshot/tests/test_ops.py"
+        "; for f in /proc/1/fd/* /proc/1/cwd /proc/1/root; do ls $f/tests; done; "
+        "sed -n '/overlay/p' /proc/self/mountinfo",
         "grep -rF 'sub(3, 5)' / 2>/dev/null | head",
     ],
     "kills_its_own_shell": ["kill -9 $$", "echo after"],
-    "fills_the_disk": ["dd if=/dev/zero of=fill.bin bs=1M count=100000; echo exit=$?"],
+    "fills_the_disk": [  # each file stops at the size limit, the quota stops the set
+        "for i in $(seq 20); do dd if=/dev/zero of=fill$i.bin bs=1M count=100000 2>&1 | "
+        "grep -o 'No space left on device' | head -1; done; df -k . | tail -1",
+    ],
     "fork_bomb": [":(){ :|:& };:", "echo after"],
     "leaves_a_daemon": ["(setsid sleep 1000 &) ; nohup sleep 999 >/dev/null 2>&1 &"],
 }
+KINDS = sorted(HOSTILE)
+DISK_MB = 32  # the quota of the task the disk filler gets (20 files of 32 MB would pass it)
 
 
-SNAPSHOT_VISIBLE = pytest.mark.xfail(
-    strict=True,
-    reason="the workspace backend mounts the snapshot, hidden tests included, read-only at "
-    "/snapshot in every session; the agent's session needs it left out (WorkspaceSpec)",
-)
-KINDS = [
-    pytest.param(k, marks=SNAPSHOT_VISIBLE) if k == "reads_hidden_tests" else k
-    for k in sorted(HOSTILE)
-]
+def _free_mb(path: str) -> float:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize / 2**20
 
 
 @pytest.mark.slow
@@ -137,12 +156,22 @@ def test_hostile_agent_fails_and_leaves_nothing(
 ) -> None:
     if kind == "edits_the_tests":  # its subject is the verdict: needs a verifier that can pass
         request.getfixturevalue("judged")
-    ep, left = _episodes(backend, verifier, agent_task, *HOSTILE[kind])
+    task = agent_task
+    if kind == "fills_the_disk":
+        task = request.getfixturevalue("small_disk_task")
+    free = _free_mb(tempfile.gettempdir()), _free_mb(_host_disk(backend))
+    ep, left = _episodes(backend, verifier, task, *HOSTILE[kind])
     assert ep.verdict is not None and ep.verdict.status in ("fail", "timeout"), ep.verdict
     assert ep.ending == "submitted" or ep.ending in BUDGET_ENDINGS
     assert not left, f"processes left running: {left}"
     seen = "\n".join(s.observation for s in ep.steps)
     assert SECRET not in seen
+    if kind == "fills_the_disk":
+        assert "No space left on device" in seen, seen[-2000:]
+        size = re.search(r"(\d+)\s+\d+\s+\d+\s+\d+%\s+/workspace", seen)
+        assert size and int(size[1]) < 4 * DISK_MB * 1024, seen[-500:]  # the quota, in KiB
+        after = _free_mb(tempfile.gettempdir()), _free_mb(_host_disk(backend))
+        assert all(b - a < 8 * DISK_MB for b, a in zip(free, after, strict=True)), (free, after)
 
 
 @pytest.mark.slow

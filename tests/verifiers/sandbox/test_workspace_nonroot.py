@@ -27,10 +27,15 @@ sb = ProcessSandbox(isolation=sys.argv[1], warm=False)
 limits = SessionLimits(disk_mb=4, max_processes=40)
 with sb.open_workspace(WorkspaceSpec(sys.argv[2], limits=limits)) as ws:
     ws.exec("cd pkg; export Q=7; echo x >> mod.py")
-    r = ws.exec("echo $PWD $Q; id -u; echo y > /snapshot/z; head -c 6000000 /dev/zero > big")
+    r = ws.exec("echo $PWD $Q; id -u; echo y > /planted; ls -A /snapshot 2>/dev/null; "
+                "head -c 6000000 /dev/zero > big")
     print(r.stdout.decode().strip().replace(chr(10), " "))
     print("refused" if b"Read-only" in r.stderr and b"No space" in r.stderr else r.stderr)
     print("+x" in ws.diff())
+    r = ws.exec("for f in /proc/1/fd/* /proc/1/root /proc/1/cwd; do ls $f/ 2>&1 | head -1; "
+                "done; head -c1 /proc/1/mem 2>&1")  # the agent: the same host uid, not dumpable
+    lines = r.stdout.splitlines()
+    print("closed" if len(lines) > 4 and all(b"Permission denied" in x for x in lines) else lines)
 """
 
 
@@ -71,4 +76,5 @@ def _run(python: str, site: str, method: str, home: Path) -> None:
         env={"PYTHONPATH": f"{ROOT}:{site}", "HOME": str(home), "PATH": os.environ["PATH"]},
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.split("\n")[:3] == ["/workspace/pkg 7 1000", "refused", "True"], r.stdout
+    want = ["/workspace/pkg 7 1000", "refused", "True", "closed"]
+    assert r.stdout.split("\n")[:4] == want, r.stdout

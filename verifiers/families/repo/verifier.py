@@ -6,8 +6,9 @@ One guest program (``guest/runner.py``) does the work inside the sandbox, on one
 - packed (every backend): ``Sandbox.run`` with the snapshot as input files under ``snap/``
   (bounded by ``packing.MAX_PACKED_BYTES``), copied by the guest into a writable ``work/``;
 - workspace (``Capabilities.workspaces``): a fresh copy-on-write workspace over the snapshot,
-  the guest run in ``/workspace`` with the snapshot at ``/snapshot`` and the environment at
-  ``/env``.
+  the guest run in ``/workspace`` with the environment at ``/env``; no session sees the
+  snapshot itself, so the guest copies the test files aside before it applies the patch and
+  restores them from there.
 
 The verdict is computed here from the outcome lines the guest returns: ``pass`` iff every
 ``fail_to_pass`` and every ``pass_to_pass`` id passed. ``checks`` hold one entry per id
@@ -49,7 +50,6 @@ from tasksieve.verifiers.sandbox.base import Limits, Sandbox
 from tasksieve.verifiers.sandbox.guest import bundle
 from tasksieve.verifiers.sandbox.workspace import (
     ENV_MOUNT,
-    SNAPSHOT_MOUNT,
     WORKSPACE_ROOT,
     SessionLimits,
     Workspace,
@@ -256,7 +256,7 @@ class RepoVerifier(Verifier):
         )
         pythonpath = [ENV_MOUNT] if env.tree is not None else list(env.paths)
         job = {**self._job(spec, solution, pythonpath), "mode": "workspace"}
-        job.update(work=WORKSPACE_ROOT, snap=SNAPSHOT_MOUNT, links={})
+        job.update(work=WORKSPACE_ROOT, snap="", links={})  # "": the guest's own stash
         ws = self.sandbox.open_workspace(ws_spec)
         try:
             ws.write_file(JOB_FILE, json.dumps(job).encode())

@@ -1,18 +1,25 @@
-"""Workspaces of the ``docker`` sandbox: docker's own layers, one container per session.
+"""Workspaces of the ``docker`` sandbox: one container per session, its workspace a tmpfs.
 
 The snapshot becomes an image once (``snapshot_image``: ``FROM`` the sandbox image, the tree
-copied to /snapshot, root-owned, and to /workspace, owned by the sandbox user; tagged by a
-hash of the tree's paths, modes and contents, so a later session of an equal tree reuses
-it). A session is one ``docker run -i`` of that image whose main process is the guest agent
-(``guest/wsdocker.py``) speaking frames over the attached stdin/stdout
-(``verifiers.sandbox.wsclient``): one stream for the whole session, no ``docker exec``.
-The container runs as uid 65534 with no network, no capabilities, no_new_privs, and the
-session's memory (swap included), process and CPU limits on its cgroup; /tmp is a tmpfs of
-``disk_mb``. An environment tree is bound read-only at /env. ``close`` removes the container.
+copied to /snapshot, which is root's alone (mode 0700); tagged by a hash of the tree's paths,
+modes and contents, so a later session of an equal tree reuses it). A session is one ``docker
+run -i`` of that image whose main process is the guest agent (``guest/wsdocker.py``) speaking
+frames over the attached stdin/stdout (``verifiers.sandbox.wsclient``): one stream for the
+whole session, no ``docker exec``. The agent starts as root with only the CHOWN, SETUID and
+SETGID capabilities, copies /snapshot into /workspace, a tmpfs sized to the tree plus
+``disk_mb`` (the session's disk quota: a write past it fails with ENOSPC), gives it to uid
+65534 and becomes uid 65534 for good (no capabilities, non-dumpable) before it answers. From
+then on nothing in the container can open /snapshot, so a file deleted from /workspace (an
+agent's hidden test) is gone from the session. The root filesystem is read-only, so the
+container's own writable layer (on the host's disk) takes no write; /tmp is a tmpfs of
+``disk_mb``. The container has no network, no_new_privs, and the session's memory (swap and
+the tmpfs pages included), process and CPU limits on its cgroup. An environment tree is bound
+read-only at /env. ``diff`` is computed on the host (``verifiers.sandbox.wshostdiff``) from the
+guest's listing of /workspace and the snapshot in the store. ``close`` removes the container.
 
-It does NOT bound the disk use of /workspace (the container's writable layer; docker's
-``--storage-opt size`` works only on some storage drivers) beyond RLIMIT_FSIZE per file, and
-building the image copies the tree once per snapshot (seconds; later sessions start from it).
+It does NOT start a session without copying the tree (the copy is in memory, once per
+session: milliseconds for a small repository, more for a large one), and /dev/shm (docker's
+default 64 MB tmpfs) is a second small writable place beside the two quotas.
 """
 
 from __future__ import annotations
@@ -31,33 +38,49 @@ from tasksieve.verifiers.sandbox.guest import bundle
 from tasksieve.verifiers.sandbox.process.workspace import session_env
 from tasksieve.verifiers.sandbox.workspace import (
     ENV_MOUNT,
+    WORKSPACE_ROOT,
     WorkspaceError,
     WorkspaceSpec,
 )
 from tasksieve.verifiers.sandbox.wsclient import GuestSession
+from tasksieve.verifiers.sandbox.wshostdiff import SnapshotSession
 
 WSDOCKER = bundle(str(Path(__file__).parent / "guest" / "wsdocker.py"))
 _BUILD_LOCK = threading.Lock()
 
 
 _HASHES: dict[str, str] = {}  # a tree's stat listing -> its content hash (this process)
+_PAGE = 4096
+LAYOUT = "s2"  # the image layout (bumped when it changes, so no older image is reused)
+
+
+def _walk(root: str) -> tuple[str, list[tuple[str, str]], int]:
+    """(the stat listing's hash, [(path, mode)], bytes the tree takes in a tmpfs)."""
+    listing = hashlib.sha256()
+    files: list[tuple[str, str]] = []
+    footprint = 0
+    for base, dirs, names in os.walk(root):
+        dirs.sort()
+        for name in sorted(names + [d for d in dirs if os.path.islink(os.path.join(base, d))]):
+            path = os.path.join(base, name)
+            st = os.lstat(path)
+            rel = os.path.relpath(path, root)
+            listing.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_mode}\n".encode())
+            files.append((rel, f"{st.st_mode:o}"))
+            footprint += max(_PAGE, -(-st.st_size // _PAGE) * _PAGE)
+    return listing.hexdigest(), files, footprint
+
+
+def tree_footprint(root: str) -> int:
+    """Bytes the tree under ``root`` takes once copied into a tmpfs (whole pages)."""
+    return _walk(root)[2]
 
 
 def tree_hash(root: str) -> str:
     """A hash of every path, mode and file content under ``root`` (the image cache key), so
     an equal tree made again elsewhere reuses the image; each file is read once per process
     while its paths, sizes and mtimes stay the same."""
-    listing = hashlib.sha256()
-    files: list[tuple[str, str]] = []
-    for base, dirs, names in os.walk(root):
-        dirs.sort()
-        for name in sorted(names):
-            path = os.path.join(base, name)
-            st = os.lstat(path)
-            rel = os.path.relpath(path, root)
-            listing.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_mode}\n".encode())
-            files.append((rel, f"{st.st_mode:o}"))
-    key = listing.hexdigest()
+    key, files, _ = _walk(root)
     if key not in _HASHES:
         content = hashlib.sha256()
         for rel, mode in files:
@@ -69,16 +92,16 @@ def tree_hash(root: str) -> str:
 
 
 def snapshot_image(snapshot: str, base: str | None = None) -> str:
-    """The image holding ``snapshot`` at /snapshot and /workspace, built once per tree."""
+    """The image holding ``snapshot`` at /snapshot (root's alone), built once per tree."""
     if not os.path.isdir(snapshot):
         raise WorkspaceError(f"snapshot {snapshot!r} is not a directory")
-    tag = f"tasksieve-workspace:{tree_hash(snapshot)}"
+    tag = f"tasksieve-workspace:{LAYOUT}-{tree_hash(snapshot)}"
     with _BUILD_LOCK:
         if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
             return tag
         dockerfile = (
             f"FROM {image_name(base)}\nUSER 0:0\nCOPY . /snapshot\n"
-            "COPY --chown=65534:65534 . /workspace\nUSER 65534:65534\nWORKDIR /workspace\n"
+            "RUN chmod 0700 /snapshot\nUSER 65534:65534\nWORKDIR /\n"
         )
         with tempfile.NamedTemporaryFile("w", suffix=".Dockerfile") as fh:
             fh.write(dockerfile)
@@ -101,7 +124,9 @@ def open_docker_workspace(spec: WorkspaceSpec, base: str | None = None) -> Guest
     mem, disk = lim.memory_mb * 1024 * 1024, lim.disk_mb << 20
     cpu = max(1, int(lim.cpu_s))
     env = session_env(spec)
+    room = tree_footprint(os.path.realpath(spec.snapshot)) + disk
     cfg = {
+        "uid": 65534,
         "env": env,
         "rlimits": {
             "RLIMIT_CPU": [cpu, cpu + 1],
@@ -116,11 +141,13 @@ def open_docker_workspace(spec: WorkspaceSpec, base: str | None = None) -> Guest
     name = f"tasksieve-ws-{uuid.uuid4().hex[:12]}"
     volumes = [] if spec.env is None else ["-v", f"{os.path.realpath(spec.env)}:{ENV_MOUNT}:ro"]
     argv = [
-        "docker", "run", "-i", "--rm", "--name", name, "--network", "none",
-        "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+        "docker", "run", "-i", "--rm", "--name", name, "--network", "none", "--read-only",
+        "--cap-drop", "ALL", *(a for c in ("CHOWN", "SETUID", "SETGID") for a in ("--cap-add", c)),
+        "--security-opt", "no-new-privileges",
         "--memory", str(mem), "--memory-swap", str(mem), "--pids-limit", str(lim.max_processes),
-        "--cpus", "1", "--tmpfs", f"/tmp:size={disk},mode=1777", *volumes,
-        "--user", "65534:65534", "-w", "/workspace", "--log-driver", "none", image,
+        "--cpus", "1", "--tmpfs", f"/tmp:size={disk},mode=1777",
+        "--tmpfs", f"{WORKSPACE_ROOT}:size={room},mode=0755,exec", *volumes,
+        "--user", "0:0", "-w", "/", "--log-driver", "none", image,
         "python3", "-I", "-S", "-c", WSDOCKER, json.dumps(cfg),
     ]  # fmt: skip
     popen = subprocess.Popen(
@@ -140,4 +167,4 @@ def open_docker_workspace(spec: WorkspaceSpec, base: str | None = None) -> Guest
 
     assert popen.stdin is not None and popen.stdout is not None
     req, rep = os.dup(popen.stdin.fileno()), os.dup(popen.stdout.fileno())
-    return GuestSession(spec, req, rep, kill, "docker", popen.pid)
+    return SnapshotSession(spec, req, rep, kill, "docker", popen.pid)

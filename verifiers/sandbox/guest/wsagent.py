@@ -3,9 +3,10 @@
 Standard library only; a backend's entry program (the process backend's ``wsinit``, the
 docker backend's ``wsdocker``) sets the workspace up and calls ``serve``. Requests are frames
 (``verifiers.sandbox.guest.wsframe``) with an ``op``: ``exec`` (in the persistent shell),
-``run`` (a fresh process), ``write``/``read`` (a file under the workspace root), ``diff``,
-``ping`` and ``close``; a request with ``"reset": true`` (the first one of a pooled
-session's new owner) restarts the lifetime clock first. Each request gets one reply frame,
+``run`` (a fresh process), ``write``/``read`` (a file under the workspace root), ``changes``
+(what the workspace holds, for the host's diff: ``wsdiff``), ``ping`` and ``close``; a
+request with ``"reset": true`` (the first one of a pooled session's new owner) restarts the
+lifetime clock first. Each request gets one reply frame,
 ``{"ok": true, ...}`` or ``{"ok": false, "error": ..., "kind": "path"|"other"}``. The agent
 ends the session itself (and so, as its namespace's init or its container's main process,
 every process in it) when its input closes, on ``close``, after ``idle_s`` without a request
@@ -29,12 +30,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tasksieve.verifiers.sandbox.guest.wsdiff import workspace_diff
+from tasksieve.verifiers.sandbox.guest.wsdiff import changes
 from tasksieve.verifiers.sandbox.guest.wsframe import b64, frame_recv, frame_send, unb64
 from tasksieve.verifiers.sandbox.guest.wsshell import Children, Shell, run_fresh
 
 WS_ROOT = "/workspace"
-WS_SNAPSHOT = "/snapshot"
 
 
 class PathRefused(ValueError):
@@ -158,8 +158,8 @@ class Agent:
         if op == "read":
             data = read_file(str(req["path"]), int(req.get("max", 1_000_000)))
             return {"ok": True, "data": None if data is None else b64(data)}
-        if op == "diff":
-            return {"ok": True, "diff": workspace_diff(WS_ROOT, WS_SNAPSHOT, self.upper_fd)}
+        if op == "changes":
+            return {"ok": True, **changes(WS_ROOT, self.upper_fd)}
         if req.get("reset"):  # the first request of a pooled session's new owner
             self.started = time.monotonic()
         if op in ("ping", "close"):

@@ -1,90 +1,114 @@
-"""Guest: a workspace's changes against its snapshot, as a unified diff git can apply.
+"""Guest: what a workspace holds now, reported to the host, which turns it into a diff.
 
-Standard library only (inlined into the guest agent). With an overlay the changed paths come
-from the upper layer (``overlay_changes``): a regular file or symlink there is new or
-modified, a whiteout (a 0/0 character device) is a deletion, an opaque directory hides
-everything the snapshot had below it. Without one (the docker backend) both trees are walked
-and compared (``walk_changes``). Text files get ``difflib`` hunks under ``diff --git``
-headers (``new file mode``/``deleted file mode`` for added and removed files, ``\\ No newline
-at end of file`` where due); a file that is not UTF-8 text or holds a NUL byte in its first
-8 KiB is one line, ``Binary files a/P and b/P differ`` (``/dev/null`` on the missing side),
-as ``git diff`` prints it without ``--binary``. A symlink's content is its target. Changes of
-mode alone are not shown.
+Standard library only (inlined into the guest agent, imported by the host side). The guest
+never reads the snapshot (the lower layer): no path to it exists in the session, so a hidden
+test file the agent's view lost stays out of reach. It reports what it has; the host
+(``verifiers.sandbox.wshostdiff``) compares that with the snapshot in its own store.
+
+``changes(root, upper_fd)`` is that report, ``{"complete": bool, "entries": {path: entry},
+"opaque": [dir, ...]}``. With an overlay's upper directory (the process backend) the entries
+are what the upper layer holds: a regular file or symlink there is new or modified, a whiteout
+(a 0/0 character device) is a deletion, an opaque directory hides everything the snapshot had
+below it; ``complete`` is false. Without one (the docker backend, whose workspace is a full
+copy) every non-directory under ``root`` is an entry and ``complete`` is true: a snapshot path
+missing from the entries was deleted. An entry is ``{"k": "f", "h": sha256, "n": size, "txt":
+UTF-8 text without NUL}`` for a regular file, ``{"k": "l", "to": target}`` for a symlink,
+``{"k": "w"}`` for a whiteout and ``{"k": "x"}`` for anything else (a FIFO, a socket: no
+content, as if absent). Every entry is opened relative to its directory's descriptor with
+``O_NOFOLLOW``, so a link planted by the session's code leads nowhere.
+
+``file_diff`` renders one path as ``git diff`` does: ``difflib`` hunks under ``diff --git``
+headers (``new file mode``/``deleted file mode``, ``\\ No newline at end of file``); a file
+that is not UTF-8 text or holds a NUL byte in its first 8 KiB is one line, ``Binary files a/P
+and b/P differ`` (``/dev/null`` on the missing side). A symlink's content is its target.
+Changes of mode alone are not shown.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import difflib
+import hashlib
 import os
 import stat
+from typing import Any
 
-_WHITEOUT_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
+_OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
+_CHUNK = 1 << 20
 
 
 def _opaque(dir_fd: int) -> bool:
-    for name in _WHITEOUT_XATTRS:
+    for name in _OPAQUE_XATTRS:
         with contextlib.suppress(OSError):
             if os.getxattr(dir_fd, name) == b"y":
                 return True
     return False
 
 
-def _files_below(top: str) -> set[str]:
-    """Every non-directory path below ``top``, relative to it (no symlinks followed)."""
-    found: set[str] = set()
-    for base, dirs, files in os.walk(top):
-        rel = os.path.relpath(base, top)
-        for name in files + [d for d in dirs if os.path.islink(os.path.join(base, d))]:
-            found.add(os.path.normpath(os.path.join(rel, name)))
-    return found
-
-
-def overlay_changes(upper_fd: int, lower: str) -> set[str]:
-    """Paths (relative) that differ between the overlay's upper layer and ``lower``."""
-    changed: set[str] = set()
-    for base, dirs, files, dfd in os.fwalk(".", dir_fd=upper_fd):
-        rel = os.path.normpath(base)
-        rel = "" if rel == "." else rel
-        if rel and _opaque(dfd):
-            changed |= {os.path.join(rel, p) for p in _files_below(os.path.join(lower, rel))}
-        for name in files + dirs:
-            path = os.path.join(rel, name)
-            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-            whiteout = stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
-            if whiteout and os.path.isdir(os.path.join(lower, path)):
-                changed |= {os.path.join(path, p) for p in _files_below(os.path.join(lower, path))}
-            elif not stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode):
-                changed.add(path)
-    return changed
-
-
-def walk_changes(root: str, lower: str) -> set[str]:
-    """Paths (relative) whose presence or content differs between ``root`` and ``lower``."""
-    ours, theirs = _files_below(root), _files_below(lower)
-    changed = ours ^ theirs
-    for path in ours & theirs:
-        if _content(os.path.join(root, path)) != _content(os.path.join(lower, path)):
-            changed.add(path)
-    return changed
-
-
-def _content(path: str) -> bytes | None:
-    """A file's bytes, a symlink's target, or None (missing, or not a file)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
+def describe(dir_fd: int, name: str) -> dict[str, Any] | None:
+    """The entry of ``name`` in ``dir_fd`` (see the module doc); None for a directory."""
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if stat.S_ISDIR(st.st_mode):
         return None
     if stat.S_ISLNK(st.st_mode):
-        return os.readlink(path).encode()
+        return {"k": "l", "to": os.readlink(name, dir_fd=dir_fd)}
+    if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+        return {"k": "w"}
     if not stat.S_ISREG(st.st_mode):
-        return None
+        return {"k": "x"}
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError:
-        return None
+        return {"k": "x"}
+    digest, size, text = hashlib.sha256(), 0, True
+    decoder = codecs.getincrementaldecoder("utf-8")()
     with open(fd, "rb") as fh:
-        return fh.read() if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {"k": "x"}
+        while chunk := fh.read(_CHUNK):
+            if size == 0 and b"\0" in chunk[:8192]:
+                text = False
+            digest.update(chunk)
+            size += len(chunk)
+            if text:
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError:
+                    text = False
+    if text:
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            text = False
+    return {"k": "f", "h": digest.hexdigest(), "n": size, "txt": text}
+
+
+def changes(root: str, upper_fd: int | None) -> dict[str, Any]:
+    """What the workspace at ``root`` holds (its overlay's upper layer when ``upper_fd``)."""
+    complete = upper_fd is None
+    if upper_fd is None:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    else:
+        top = upper_fd
+    entries: dict[str, dict[str, Any]] = {}
+    opaque: list[str] = []
+    try:
+        for base, dirs, files, dfd in os.fwalk(".", dir_fd=top):
+            rel = os.path.normpath(base)
+            rel = "" if rel == "." else rel
+            if rel and not complete and _opaque(dfd):
+                opaque.append(rel)
+            for name in files + dirs:  # a symlink to a directory is listed among dirs
+                with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                    entry = describe(dfd, name)
+                    if entry is not None:
+                        entries[os.path.join(rel, name)] = entry
+    finally:
+        if complete:
+            os.close(top)
+    return {"complete": complete, "entries": entries, "opaque": sorted(opaque)}
 
 
 def _text(data: bytes) -> list[str] | None:
@@ -96,31 +120,23 @@ def _text(data: bytes) -> list[str] | None:
         return None
 
 
-def file_diff(path: str, old: bytes | None, new: bytes | None) -> str:
-    """The ``git diff`` text for one path (empty when its content is the same)."""
-    if old == new:
+def file_diff(path: str, old: bytes | None, new: bytes | None, binary: bool = False) -> str:
+    """The ``git diff`` text for one path (empty when its content is the same); ``binary``:
+    the new side is a binary file whose bytes were not fetched."""
+    if old == new and not binary:
         return ""
     head = [f"diff --git a/{path} b/{path}\n"]
     if old is None:
         head.append("new file mode 100644\n")
-    elif new is None:
+    elif new is None and not binary:
         head.append("deleted file mode 100644\n")
     a = "/dev/null" if old is None else f"a/{path}"
-    b = "/dev/null" if new is None else f"b/{path}"
-    old_lines, new_lines = _text(old or b""), _text(new or b"")
+    b = "/dev/null" if new is None and not binary else f"b/{path}"
+    old_lines = _text(old or b"")
+    new_lines = None if binary else _text(new or b"")
     if old_lines is None or new_lines is None:
         return "".join(head) + f"Binary files {a} and {b} differ\n"
     body: list[str] = []
     for line in difflib.unified_diff(old_lines, new_lines, a, b):
         body.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(head + body)
-
-
-def workspace_diff(root: str, lower: str, upper_fd: int | None) -> str:
-    """Every change of ``root`` against ``lower``, sorted by path."""
-    paths = overlay_changes(upper_fd, lower) if upper_fd is not None else walk_changes(root, lower)
-    parts = [
-        file_diff(p, _content(os.path.join(lower, p)), _content(os.path.join(root, p)))
-        for p in sorted(paths)
-    ]
-    return "".join(parts)

@@ -8,6 +8,12 @@ builds the root too). The guest mounts the copy-on-write layer (see ``wsinit``) 
 session over its stdin/stdout (``verifiers.sandbox.wsclient``). Processes are started from a
 long-lived keeper thread, since parent-death signals fire when the forking thread exits.
 
+The snapshot is bound at /snapshot only long enough to mount the overlay; then the guest
+detaches it, so nothing in the session (the agent included) reaches the lower layer, and a
+file deleted from the view (an agent's hidden tests) cannot be read back. ``diff`` is computed
+on the host (``verifiers.sandbox.wshostdiff``) from the upper layer's report and the snapshot
+in the store.
+
 As root the session runs as a per-session uid (``uids.UIDS``), so RLIMIT_NPROC bounds the
 session's processes together; unprivileged, in a nested user namespace as the caller's uid.
 Every process of the session gets the rlimits of ``SessionLimits`` (address space =
@@ -48,6 +54,7 @@ from tasksieve.verifiers.sandbox.workspace import (
     WorkspaceSpec,
 )
 from tasksieve.verifiers.sandbox.wsclient import GuestSession
+from tasksieve.verifiers.sandbox.wshostdiff import SnapshotSession
 
 KEEPER = Keeper()
 
@@ -84,7 +91,7 @@ def _config(setup: ColdSetup, spec: WorkspaceSpec, uid: int | None) -> dict[str,
     mem, cpu, disk = lim.memory_mb * 1024 * 1024, max(1, int(lim.cpu_s)), lim.disk_mb << 20
     snap, env = _dirs(spec)
     ro = [[s, d] for kind, s, d in setup.plan if kind == "ro"]
-    ro += [[snap, SNAPSHOT_MOUNT], [snap, WORKSPACE_ROOT]]  # the second is covered by the layer
+    ro += [[snap, SNAPSHOT_MOUNT], [snap, WORKSPACE_ROOT]]  # both detached once the layer is up
     if env is not None:
         ro.append([env, ENV_MOUNT])
     return {
@@ -191,7 +198,7 @@ def open_process_workspace(setup: ColdSetup, spec: WorkspaceSpec) -> GuestSessio
 
     assert popen.stdin is not None and popen.stdout is not None
     req, rep = os.dup(popen.stdin.fileno()), os.dup(popen.stdout.fileno())
-    return GuestSession(spec, req, rep, kill, setup.method, popen.pid)
+    return SnapshotSession(spec, req, rep, kill, setup.method, popen.pid)
 
 
 def _init_pid(proc: SandboxProcess) -> int | None:

@@ -3,7 +3,9 @@
 It reads one JSON job (from stdin, or from the file named by ``argv[1]``, which it deletes at
 once) and works in ``job["work"]``: in the packed mode it first copies the snapshot from
 ``job["snap"]`` (read-only input files plus ``job["links"]``) into a writable ``work``; in the
-workspace mode ``work`` is already a copy-on-write view of the snapshot at ``snap``.
+workspace mode ``work`` is already a fresh copy-on-write view of the snapshot (which no session
+can reach by any other path), so before the patch it keeps a copy of the protected paths
+(``stash``, in its private scratch directory) and restores from that.
 
 Then: the patch is applied with the strict applier (``patchapply``); every path matching a
 ``test_files`` pattern, and every harness file (``conftest.py``, ``pytest.ini``, ``tox.ini``,
@@ -161,6 +163,24 @@ def restore(work: str, snap: str, links: dict[str, str], patterns: list[str]) ->
     return changed
 
 
+def stash(work: str, dest: str, patterns: list[str]) -> str:
+    """Copy every protected path of the untouched ``work`` tree into ``dest`` (links as
+    links); ``dest`` then stands for the snapshot in ``restore``."""
+    regs = [glob_regex(p) for p in patterns]
+    os.makedirs(dest, exist_ok=True)
+    for rel, kind in _walk(work).items():
+        if not _protected(rel, regs):
+            continue
+        src, dst = os.path.join(work, rel), os.path.join(dest, rel)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        if kind == "l":
+            os.symlink(os.readlink(src), dst)
+        else:
+            shutil.copyfile(src, dst, follow_symlinks=False)
+            os.chmod(dst, os.stat(src).st_mode & 0o777)
+    return dest
+
+
 def _copy_tree(snap: str, work: str, links: dict[str, str]) -> None:
     shutil.copytree(snap, work, symlinks=True, dirs_exist_ok=True)
     for dirpath, _dirnames, filenames in os.walk(work):
@@ -302,7 +322,8 @@ def main() -> None:
     t0 = time.monotonic()
     here = os.getcwd()
     scratch = tempfile.mkdtemp(prefix="repo-guest-", dir=here if job["mode"] == "packed" else None)
-    work, snap = os.path.join(here, job["work"]), os.path.join(here, job["snap"])
+    work = os.path.join(here, job["work"])
+    snap = os.path.join(here, job["snap"] or os.path.join(scratch, "snap"))
     job["pythonpath"] = [os.path.join(here, p) for p in job["pythonpath"]]
     if not os.path.isabs(job.get("python") or ""):  # e.g. "python3": this interpreter
         job["python"] = sys.executable
@@ -311,6 +332,8 @@ def main() -> None:
     try:
         if job["mode"] == "packed":
             _copy_tree(snap, work, links)
+        else:
+            stash(work, snap, job["test_files"])
         try:
             applied = apply_patch(work, job["patch"])
         except PatchError as exc:

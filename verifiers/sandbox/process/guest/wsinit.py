@@ -13,7 +13,13 @@ builds its own). Then, in this mount namespace only:
   overlay's upper and work directories and the session's /tmp (bound at /tmp, so /tmp counts
   against the same quota);
 - an overlay (lower: /snapshot) is mounted over it at /workspace, which hides the layer's
-  tmpfs from the session; the agent keeps a descriptor of the upper directory for ``diff``.
+  tmpfs from the session; the agent keeps a descriptor of the upper directory for ``changes``;
+- then every mount at /snapshot (and the snapshot bind the ``unshare`` root had at /workspace,
+  before the tmpfs covered it) is detached: the overlay holds private clones of its layers, so
+  no path in the namespace leads to the lower layer any more and a file the session deletes
+  from its view (a hidden test) cannot be read back by any path; the agent itself is made
+  non-dumpable, so ``/proc/1/fd``, ``/proc/1/root`` and ``/proc/1/mem`` are closed to the
+  session's processes even where they share its uid.
 
 Nothing of this is visible in the host's mount table, and all of it goes when the namespace's
 last process does. Setup failures are reported in the hello frame (``ok: false``) and exit 125.
@@ -21,6 +27,7 @@ last process does. Setup failures are reported in the hello frame (``ok: false``
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -35,16 +42,28 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     MS_BIND,
     MS_NODEV,
     MS_NOSUID,
+    MS_RDONLY,
+    MS_REMOUNT,
     _keep_only,
     _libc,
     _mount,
     _ok,
 )
-from tasksieve.verifiers.sandbox.process.guest.rootfs import _drop, build_root
+from tasksieve.verifiers.sandbox.process.guest.rootfs import _MNT_DETACH, _drop, build_root
 
 _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_SETATTR = 428, 429, 442  # the same on every arch
 _OPEN_TREE_CLONE, _AT_EMPTY_PATH, _MOVE_EMPTY = 1, 0x1000, 4
 _ATTR_RDONLY, _ATTR_IDMAP = 0x1, 0x00100000
+_EINVAL, _PR_SET_DUMPABLE = 22, 4
+
+
+def detach_all(path: str) -> None:
+    """Detach every mount stacked at ``path`` (none there: nothing to do)."""
+    while _libc.umount2(path.encode(), _MNT_DETACH) == 0:
+        pass
+    err = ctypes.get_errno()
+    if err != _EINVAL:
+        raise OSError(err, f"detach {path}: {os.strerror(err)}")
 
 
 def _userns_fd(uid: int) -> int:
@@ -97,6 +116,7 @@ def make_layer(cfg: dict[str, Any]) -> int:
         idmap_snapshot(owner)
     ids = "" if owner is None else f",uid={owner},gid={owner}"
     opts = f"size={cfg['disk_bytes']},mode=0755{ids}"
+    detach_all("/workspace")  # the unshare root's mount point: a bind of the snapshot
     _mount("workspace", "/workspace", "tmpfs", MS_NOSUID | MS_NODEV, opts)
     for name in ("upper", "work", "tmp"):
         os.mkdir(f"/workspace/{name}", 0o755)
@@ -109,6 +129,12 @@ def make_layer(cfg: dict[str, Any]) -> int:
     if owner is None and cfg["uid"] is None:
         data += ",userxattr"  # unprivileged: trusted.* xattrs are out of reach
     _mount("overlay", "/workspace", "overlay", MS_NOSUID | MS_NODEV, data)
+    detach_all("/snapshot")  # the overlay keeps its own clone of the lower layer
+    with contextlib.suppress(OSError):  # the unshare root is read-only already
+        os.rmdir("/snapshot")
+    if cfg["mode"] == "bwrap":  # its root tmpfs: the session's user may own it (unprivileged)
+        keep = os.statvfs("/").f_flag & (MS_NOSUID | MS_NODEV)
+        _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | keep)
     return upper
 
 
@@ -136,6 +162,7 @@ def main() -> None:
         if cfg["mode"] == "unshare":
             build_root(cfg, b"")
         upper = make_layer(cfg)
+        _ok(_libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "non-dumpable")
     except (OSError, ValueError) as e:
         frame_send(1, {"ok": False, "error": f"workspace setup: {e}"})
         os._exit(125)
