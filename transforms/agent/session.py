@@ -11,9 +11,10 @@ verifier judges the final workspace in a fresh session with every test file rest
 snapshot, so deleting, editing or adding tests changes nothing in the verdict. ``none`` hides
 nothing (for agents evaluated with the tests in view).
 
-What it does NOT hide: the read-only snapshot mount (``verifiers.sandbox.workspace``
-``SNAPSHOT_MOUNT``) where the backend puts one into the agent's session; the backend decides
-that (docs/agent.md says how it stands).
+The snapshot itself (the workspace's lower layer, which still holds the deleted files) is out
+of every session's reach on both backends (docs/repo-tasks.md, "Workspace isolation"). What it
+does NOT hide: tests or fixtures that an environment tree (``/env``) built from the package
+itself might carry.
 """
 
 from __future__ import annotations

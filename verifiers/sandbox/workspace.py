@@ -3,8 +3,10 @@
 A workspace is what a repository task and a coding agent act in. The snapshot (a read-only host
 directory) appears writable at ``Workspace.root`` through a copy-on-write layer, so creating one
 costs no copy of the tree; every write lands in a private upper layer bounded by ``disk_mb`` and
-thrown away on ``close``. The snapshot itself is also visible, read-only, at ``SNAPSHOT_MOUNT``
-(a verifier restores test files from there). An environment tree (the tests' dependencies, built
+thrown away on ``close``. No session can reach the snapshot itself (it holds the hidden tests):
+the guest mounts it at ``SNAPSHOT_MOUNT`` only to build the workspace and then detaches it, and
+``diff`` is computed on the host from the guest's report of what changed
+(``wshostdiff``). An environment tree (the tests' dependencies, built
 once per repository) is mounted read-only at ``ENV_MOUNT``. The sandbox has no network.
 
 ``exec`` runs a command in one persistent shell: its working directory, exported variables and

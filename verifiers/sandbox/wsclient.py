@@ -163,8 +163,9 @@ class GuestSession:
         return None if data is None else unb64(data)
 
     def diff(self) -> str:
-        """Every change against the snapshot, as a unified diff (``a/``/``b/`` paths)."""
-        return str(self._file_call({"op": "diff"})["diff"])
+        """Every change against the snapshot: computed on the host, which alone holds the
+        snapshot (``wshostdiff.SnapshotSession``, what the backends return)."""
+        raise NotImplementedError("the diff is computed on the host: use SnapshotSession")
 
     def close(self, reason: str = "closed") -> None:
         """Kill every process of the session and remove its layer; safe to call twice."""
