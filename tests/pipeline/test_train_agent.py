@@ -1,0 +1,136 @@
+"""CPU smoke run of ``tasksieve train --agent``: 2 GRPO steps of the bundled model over agent
+episodes on two synthesized repo tasks (from examples/tasks/repo.jsonl).
+
+The tasks are first curated with ``curate --agent`` and recorded actions (one episode applies
+the reference patch, one does nothing: both tasks kept at pass rate 0.5). The training run
+then lets the bundled SmolLM2-135M act, two short steps per episode. It mostly answers without
+a command, so episodes end on the protocol or step budget with reward 0; what the test checks
+is the plumbing: every episode opened a real workspace (its files listed from inside), the
+tokens TRL trained on are the episode's (replies under mask 1, observations under mask 0,
+TRL's own count of trained tokens equal to ours) and the trainer took both steps.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tasksieve.pipeline.cli import main
+from tasksieve.transforms.agent import scripted
+from tasksieve.transforms.agent.session import Opener
+from tasksieve.verifiers.registry import make_sandbox
+from tests.curate_flags import FAST
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAPSHOTS = ROOT / "examples" / "snapshots"
+TASK_IDS = ("repo.toml.6bb3f9da569e", "repo.toml.d40320df4c2e")
+
+
+def _curate(tmp: Path) -> Path:
+    lines = (ROOT / "examples" / "tasks" / "repo.jsonl").read_text().splitlines()
+    tasks = [t for t in map(json.loads, lines) if t["id"] in TASK_IDS]
+    (tmp / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    python = make_sandbox("process").python
+    rows = []
+    for t in tasks:
+        solve = scripted.apply_command(str(t["reference_solution"]), python)
+        rows += [
+            {"task_id": t["id"], "completion": scripted.fenced(solve)},
+            {"task_id": t["id"], "completion": scripted.fenced("ls")},
+            {"task_id": t["id"], "turn": 2, "episode": 0, "completion": scripted.SUBMIT},
+            {"task_id": t["id"], "turn": 2, "episode": 1, "completion": scripted.SUBMIT},
+        ]
+    (tmp / "replay.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp / "curated"
+    argv = ["curate", "-i", str(tmp / "tasks.jsonl"), "-o", str(out), "--sampler", "replay"]
+    argv += ["--replay", str(tmp / "replay.jsonl"), "--samples", "2", "--agent", "--quiet"]
+    argv += ["--snapshot-store", str(SNAPSHOTS), "--too-hard", "0", "--too-easy", "1", *FAST]
+    argv += ["--no-humaneval", "--reference-runs", "1"]  # the gates are not the subject
+    assert main(argv) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    tmp = tmp_path_factory.mktemp("train-agent")
+    curated = _curate(tmp)
+    listings: list[str] = []
+    original = Opener.open
+
+    def open_and_look(self: Opener, task: Any) -> Any:  # the workspace, seen from inside
+        ws = original(self, task)
+        listings.append(ws.exec("ls; ls toml* 2>/dev/null | head -n 3").stdout.decode())
+        return ws
+
+    ckpt = tmp / "ckpt"
+    argv = ["train", "--tasks", str(curated), "--output", str(ckpt), "--agent", "--steps", "2"]
+    argv += ["--num-generations", "2", "--prompts-per-step", "1", "--max-completion-length", "12"]
+    argv += ["--agent-max-steps", "2", "--agent-protocol-errors", "2", "--learning-rate", "1e-5"]
+    argv += ["--agent-observation-bytes", "300", "--agent-command-timeout", "10"]
+    argv += ["--snapshot-store", str(SNAPSHOTS), "--cpu-threads", "2", "--quiet"]
+    mp = pytest.MonkeyPatch()
+    mp.setattr(Opener, "open", open_and_look)
+    try:
+        assert main(argv) == 0
+    finally:
+        mp.undo()
+    return ckpt, listings
+
+
+def _episodes(ckpt: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (ckpt / "episodes.jsonl").read_text().splitlines()]
+
+
+def test_every_episode_ran_in_a_real_workspace(trained: tuple[Path, list[str]]) -> None:
+    ckpt, listings = trained
+    episodes = _episodes(ckpt)
+    assert len(episodes) == 4 == len(listings)  # 2 steps x 1 prompt x 2 generations
+    assert all("pyproject.toml" in ls or "setup.py" in ls for ls in listings), listings
+    assert all(e["task_id"] in TASK_IDS and e["steps"] for e in episodes)
+    for e in episodes:  # garbage is fine; an infra error would have failed the run
+        assert e["ending"] in ("submitted", "max_steps", "protocol_errors", "session_lost")
+        assert e["reward"] in (0.0, 1.0) or 0.0 <= e["reward"] <= 1.0
+
+
+def test_the_mask_covers_the_replies_and_not_the_observations(
+    trained: tuple[Path, list[str]],
+) -> None:
+    from transformers import AutoTokenizer
+
+    ckpt, _ = trained
+    tok = AutoTokenizer.from_pretrained(ckpt)
+    for e in _episodes(ckpt):
+        ids, mask = e["completion_ids"], e["env_mask"]
+        assert len(ids) == len(mask) and mask[0] == 1
+        spans: list[tuple[int, list[int]]] = []
+        for i, m in zip(ids, mask, strict=True):
+            if spans and spans[-1][0] == m:
+                spans[-1][1].append(i)
+            else:
+                spans.append((m, [i]))
+        replies = [tok.decode(s, skip_special_tokens=True) for m, s in spans if m == 1]
+        assert replies == [s["reply"] for s in e["steps"]]
+        observed = [tok.decode(s) for m, s in spans if m == 0]
+        assert len(observed) == len(e["steps"]) - 1  # between replies, none after the last
+        for text, step in zip(observed, e["steps"], strict=False):
+            assert step["observation"].strip() in text
+
+
+def test_trl_trained_on_those_tokens_and_stepped(trained: tuple[Path, list[str]]) -> None:
+    ckpt, _ = trained
+    rows = [json.loads(line) for line in (ckpt / "metrics.jsonl").read_text().splitlines()]
+    steps = {r["step"]: r for r in rows if "loss" in r}
+    assert sorted(steps) == [1, 2]
+    episodes = _episodes(ckpt)
+    for step, row in steps.items():
+        mine = [e["model_tokens"] for e in episodes if e["train_step"] == step - 1]
+        assert len(mine) == 2
+        assert row["completions/mean_length"] == pytest.approx(sum(mine) / len(mine))
+    lineage = json.loads((ckpt / "tasksieve_lineage.json").read_text())
+    assert lineage["agent"]["max_steps"] == 2 and sum(lineage["agent"]["episodes"].values()) == 4
+    assert (ckpt / "model.safetensors").is_file()
