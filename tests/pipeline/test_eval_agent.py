@@ -24,10 +24,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasksieve.pipeline.cli import main
+from tasksieve.pipeline.eval.agent_scores import agent_failure_kind
 from tasksieve.transforms.agent import scripted
 from tasksieve.verifiers.registry import make_sandbox
-
-pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOTS = ROOT / "examples" / "snapshots"
@@ -81,6 +80,7 @@ def _scores(out: Path) -> dict[str, dict[str, Any]]:
     return {r["task_id"]: r for r in pq.read_table(out / "scores").to_pylist()}
 
 
+@pytest.mark.slow
 def test_agent_eval_scores_success_by_step_and_failure_kinds(evals: tuple[Path, Path]) -> None:
     a = _scores(evals[0])
     solved, failed = a[SOLVED], a[FAILED]
@@ -96,6 +96,7 @@ def test_agent_eval_scores_success_by_step_and_failure_kinds(evals: tuple[Path, 
     assert summary["agent"]["endings"] == {"max_steps": 1, "protocol_errors": 1, "submitted": 2}
 
 
+@pytest.mark.slow
 def test_agent_eval_writes_trajectories_and_its_views(evals: tuple[Path, Path]) -> None:
     out = evals[0]
     manifest = json.loads((out / "manifest.json").read_text())
@@ -120,6 +121,7 @@ def test_agent_eval_writes_trajectories_and_its_views(evals: tuple[Path, Path]) 
     assert "Success by step" in (out / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_compare_two_agent_evals_finds_the_lost_task(evals: tuple[Path, Path]) -> None:
     argv = ["eval", "compare", str(evals[0]), str(evals[1]), "--format", "json"]
     buf = io.StringIO()
@@ -137,3 +139,24 @@ def test_agent_eval_refuses_turns(tmp_path: Path, capsys: pytest.CaptureFixture[
     argv += ["--turns", "2", "--sampler", "replay", "--replay", str(tmp_path / "t.jsonl")]
     assert main(argv) == 2
     assert "--agent runs episodes of its own" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("ending", "status", "kind"),
+    [
+        ("submitted", "pass", None),
+        ("submitted", "fail", "wrong"),
+        ("submitted", "error", "error"),
+        ("submitted", "timeout", "timeout"),
+        ("submitted", "infra_error", "infra"),
+        ("max_steps", "fail", "timeout"),
+        ("max_tokens", "fail", "timeout"),
+        ("wall", "fail", "timeout"),
+        ("protocol_errors", "fail", "protocol"),
+        ("session_lost", "fail", "error"),
+        ("no_session", "infra_error", "infra"),
+    ],
+)
+def test_an_episode_ending_is_a_failure_kind(ending: str, status: str, kind: str | None) -> None:
+    row = {"finish_reason": ending, "verdict": {"status": status}, "solution": ""}
+    assert agent_failure_kind(row) == kind

@@ -24,8 +24,6 @@ from tasksieve.transforms.agent.session import Opener
 from tasksieve.verifiers.registry import make_sandbox
 from tests.curate_flags import FAST
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOTS = ROOT / "examples" / "snapshots"
 TASK_IDS = ("repo.toml.6bb3f9da569e", "repo.toml.d40320df4c2e")
@@ -86,6 +84,7 @@ def _episodes(ckpt: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (ckpt / "episodes.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_every_episode_ran_in_a_real_workspace(trained: tuple[Path, list[str]]) -> None:
     ckpt, listings = trained
     episodes = _episodes(ckpt)
@@ -97,6 +96,7 @@ def test_every_episode_ran_in_a_real_workspace(trained: tuple[Path, list[str]]) 
         assert e["reward"] in (0.0, 1.0) or 0.0 <= e["reward"] <= 1.0
 
 
+@pytest.mark.slow
 def test_the_mask_covers_the_replies_and_not_the_observations(
     trained: tuple[Path, list[str]],
 ) -> None:
@@ -121,6 +121,7 @@ def test_the_mask_covers_the_replies_and_not_the_observations(
             assert step["observation"].strip() in text
 
 
+@pytest.mark.slow
 def test_trl_trained_on_those_tokens_and_stepped(trained: tuple[Path, list[str]]) -> None:
     ckpt, _ = trained
     rows = [json.loads(line) for line in (ckpt / "metrics.jsonl").read_text().splitlines()]
@@ -134,3 +135,79 @@ def test_trl_trained_on_those_tokens_and_stepped(trained: tuple[Path, list[str]]
     lineage = json.loads((ckpt / "tasksieve_lineage.json").read_text())
     assert lineage["agent"]["max_steps"] == 2 and sum(lineage["agent"]["episodes"].values()) == 4
     assert (ckpt / "model.safetensors").is_file()
+
+
+def _plan(tmp: Path, families: tuple[str, ...], **fields: Any) -> Any:
+    from types import SimpleNamespace
+
+    from tasksieve.pipeline.train.data import TrainTask
+    from tasksieve.pipeline.train.rewards import RetryPolicy
+    from tasksieve.pipeline.train.run import Plan
+    from tasksieve.schemas import TaskRecord
+    from tasksieve.verifiers import SandboxConfig
+
+    first = {
+        "code": (ROOT / "examples" / "tasks" / "code.jsonl").read_text().splitlines()[0],
+        "repo": (ROOT / "examples" / "tasks" / "repo.jsonl").read_text().splitlines()[0],
+    }
+    tasks = [TrainTask(TaskRecord.model_validate_json(first[f]), 0.5, None) for f in families]
+    manifest = SimpleNamespace(config={"sandbox": {"snapshot_store": None}})
+    base = dict(
+        run=tmp, manifest=manifest, tasks=tasks, output=tmp / "ckpt", model_dir=None,
+        sandbox=SandboxConfig(), retry=RetryPolicy(),
+    )  # fmt: skip
+    return Plan(**{**base, **fields})
+
+
+def _args(*extra: str) -> Any:
+    from tasksieve.pipeline.cli import build_parser
+
+    return build_parser().parse_args(["train", "--tasks", "x", "--output", "y", "--agent", *extra])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("--use-vllm",), "--use-vllm is not supported"),
+        (("--agent-tools",), "--agent-tools is not supported"),
+    ],
+)
+def test_agent_training_refuses_what_it_does_not_support(
+    tmp_path: Path, extra: tuple[str, ...], message: str
+) -> None:
+    from tasksieve.pipeline.train.agent import check_agent
+    from tasksieve.pipeline.train.data import TrainInputError
+
+    with pytest.raises(TrainInputError, match=message):
+        check_agent(_args(*extra), _plan(tmp_path, ("repo",)))
+
+
+def test_agent_training_keeps_only_repo_tasks(tmp_path: Path) -> None:
+    from tasksieve.pipeline.train.agent import check_agent
+    from tasksieve.pipeline.train.data import TrainInputError
+
+    args = _args("--snapshot-store", str(SNAPSHOTS), "--agent-max-steps", "4")
+    plan, cfg, store = check_agent(args, _plan(tmp_path, ("code", "repo")))
+    assert [t.task.family for t in plan.tasks] == ["repo"] and cfg.max_steps == 4
+    assert store == str(SNAPSHOTS.resolve())
+    with pytest.raises(TrainInputError, match="no kept repo tasks"):
+        check_agent(args, _plan(tmp_path, ("code",)))
+
+
+def test_agent_training_needs_a_snapshot_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasksieve.pipeline.train.agent import check_agent
+    from tasksieve.pipeline.train.data import TrainInputError
+
+    monkeypatch.delenv("TASKSIEVE_SNAPSHOT_STORE", raising=False)
+    with pytest.raises(TrainInputError, match="no snapshot store"):
+        check_agent(_args(), _plan(tmp_path, ("repo",)))
+
+
+def test_agent_training_exits_2_on_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["train", "--tasks", str(tmp_path / "none"), "--output", str(tmp_path / "o")]
+    assert main([*argv, "--agent"]) == 2
+    assert "tasksieve train:" in capsys.readouterr().err
