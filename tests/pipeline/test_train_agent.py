@@ -1,8 +1,8 @@
 """CPU smoke run of ``tasksieve train --agent``: 2 GRPO steps of the bundled model over agent
-episodes on two synthesized repo tasks (from examples/tasks/repo.jsonl).
+episodes on a synthesized repo task (from examples/tasks/repo.jsonl).
 
-The tasks are first curated with ``curate --agent`` and recorded actions (one episode applies
-the reference patch, one does nothing: both tasks kept at pass rate 0.5). The training run
+The task is first curated with ``curate --agent`` and recorded actions (one episode applies
+the reference patch, one does nothing: the task is kept at pass rate 0.5). The training run
 then lets the bundled SmolLM2-135M act, two short steps per episode. It mostly answers without
 a command, so episodes end on the protocol or step budget with reward 0; what the test checks
 is the plumbing: every episode opened a real workspace (its files listed from inside), the
@@ -26,7 +26,7 @@ from tests.curate_flags import FAST
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOTS = ROOT / "examples" / "snapshots"
-TASK_IDS = ("repo.toml.6bb3f9da569e", "repo.toml.d40320df4c2e")
+TASK_IDS = ("repo.toml.6bb3f9da569e",)
 
 
 def _curate(tmp: Path) -> Path:
