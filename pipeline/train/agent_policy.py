@@ -90,12 +90,16 @@ class StreamPolicy:
             text = text[len(end) :]
         return self._ids(text)
 
+    def prompt_stream(self, head: Sequence[dict[str, Any]]) -> Stream:
+        """A new stream holding the prompt of the system and user messages ``head``."""
+        return Stream(self._ids(self._render(head, True)))
+
     def _stream(self, turn: Turn) -> Stream:
         key = (turn.task.id, turn.episode)
         stream = self.streams.get(key)
         head = turn.messages[:2]
         if stream is None or turn.step == 1:
-            stream = self.streams[key] = Stream(self._ids(self._render(head, True)))
+            stream = self.streams[key] = self.prompt_stream(head)
         else:
             observation = str(turn.messages[-1].get("content") or "")
             stream.add(self.observation_ids(head, observation, stream.closed), model=False)
@@ -110,8 +114,24 @@ class StreamPolicy:
         width = max(len(c) for c in contexts)
         ids = torch.tensor([[self.pad] * (width - len(c)) + c for c in contexts])
         attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts])
+        try:
+            out = self._generate(ids, attention)
+        except Exception as exc:  # the episodes end as policy_error; the step then fails
+            return [Reply(error=f"generation failed: {type(exc).__name__}: {exc}")] * len(turns)
+        replies = []
+        for stream, row, context in zip(streams, out[:, width:].tolist(), contexts, strict=True):
+            new = row[: row.index(self.eos) + 1] if self.eos in row else row
+            stream.add(new, model=True)
+            stream.closed = bool(new) and new[-1] == self.eos
+            text = self.tokenizer.decode(new, skip_special_tokens=True)
+            replies.append(Reply(text=text, tokens_in=len(context), tokens_out=len(new)))
+        return replies
+
+    def _generate(self, ids: Any, attention: Any) -> Any:
+        import torch
+
         with torch.no_grad():
-            out = self.model.generate(
+            return self.model.generate(
                 input_ids=ids,
                 attention_mask=attention,
                 max_new_tokens=self.max_new_tokens,
@@ -122,18 +142,10 @@ class StreamPolicy:
                 pad_token_id=self.pad,
                 eos_token_id=self.eos,
             )
-        replies = []
-        for stream, row, context in zip(streams, out[:, width:].tolist(), contexts, strict=True):
-            new = row[: row.index(self.eos) + 1] if self.eos in row else row
-            stream.add(new, model=True)
-            stream.closed = bool(new) and new[-1] == self.eos
-            text = self.tokenizer.decode(new, skip_special_tokens=True)
-            replies.append(Reply(text=text, tokens_in=len(context), tokens_out=len(new)))
-        return replies
 
-    def take(self, task_id: str, episode: int) -> Stream:
-        """The finished episode's stream (removed from the policy)."""
-        return self.streams.pop((task_id, episode))
+    def take(self, task_id: str, episode: int) -> Stream | None:
+        """The finished episode's stream, removed from the policy (None: it never replied)."""
+        return self.streams.pop((task_id, episode), None)
 
     def close(self) -> None:
         self.streams.clear()

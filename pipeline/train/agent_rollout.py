@@ -92,6 +92,7 @@ class AgentRollout:
             seen[task.id] += 1
         model = trainer.accelerator.unwrap_model(trainer.model)
         self.policy.model = model
+        self.policy.close()  # no stream left from a step that failed
         episodes = run_episodes(jobs, self.policy, self.opener, self.verifier, self.cfg)
         out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "env_mask": []}
         rewards: list[float] = []
@@ -104,11 +105,9 @@ class AgentRollout:
                     f"episode {e.index} of {e.task.id} ended {e.ending} with an infra error: "
                     f"{verdict.detail[:300]}"
                 )
-            stream = self.policy.streams.pop((e.task.id, e.index), None)
+            stream = self.policy.take(e.task.id, e.index)
             if stream is None:  # ended before its first reply: prompt only
-                from tasksieve.pipeline.train.agent_policy import Stream
-
-                stream = Stream(self.policy._ids(self.policy._render(e.messages[:2], True)))
+                stream = self.policy.prompt_stream(e.messages[:2])
             if not stream.completion_ids:  # TRL needs a token; it carries no loss
                 stream.add([self.policy.eos], model=False)
             out["prompt_ids"].append(stream.prompt_ids)

@@ -211,3 +211,51 @@ def test_agent_training_exits_2_on_bad_input(
     argv = ["train", "--tasks", str(tmp_path / "none"), "--output", str(tmp_path / "o")]
     assert main([*argv, "--agent"]) == 2
     assert "tasksieve train:" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    from tasksieve.transforms.samplers.model_cache import ensure_default_model
+
+    return AutoTokenizer.from_pretrained(ensure_default_model())
+
+
+def _turn() -> Any:
+    """The first turn of episode 0 of the first repo example."""
+    from tasksieve.pipeline.train.agent_rollout import user_message
+    from tasksieve.schemas import TaskRecord
+    from tasksieve.transforms.agent.policies import Turn
+    from tasksieve.transforms.agent.protocol import SYSTEM_PROMPT
+
+    line = (ROOT / "examples" / "tasks" / "repo.jsonl").read_text().splitlines()[0]
+    task = TaskRecord.model_validate_json(line)
+    messages = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": user_message(task)},
+    ]
+    return Turn(task, 0, 1, tuple(messages))
+
+
+def test_an_observation_is_the_template_turn_after_the_reply(tokenizer: Any) -> None:
+    from tasksieve.pipeline.train.agent_policy import StreamPolicy
+
+    policy = StreamPolicy(None, tokenizer, 8, 1.0, "m")
+    head = _turn().messages
+    closed = tokenizer.decode(policy.observation_ids(head, "exit 0: ok", closed=True))
+    cut = tokenizer.decode(policy.observation_ids(head, "exit 0: ok", closed=False))
+    assert closed == "\n<|im_start|>user\nexit 0: ok<|im_end|>\n<|im_start|>assistant\n"
+    assert cut == "<|im_end|>" + closed  # a reply cut at the token cap gets its end tag here
+
+
+def test_a_failed_generation_ends_the_episodes_as_policy_errors(tokenizer: Any) -> None:
+    from tasksieve.pipeline.train.agent_policy import StreamPolicy
+
+    class Broken:
+        def generate(self, **_: Any) -> Any:
+            raise RuntimeError("out of memory")
+
+    policy = StreamPolicy(Broken(), tokenizer, 8, 1.0, "m")
+    (reply,) = policy.act([_turn()])
+    assert reply.error is not None and "out of memory" in reply.error
