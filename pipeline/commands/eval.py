@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from tasksieve.pipeline.flags.agent import add_agent_flags
 from tasksieve.pipeline.flags.repo import add_snapshot_store_flag
 from tasksieve.pipeline.flags.sampler import add_server_flags
 from tasksieve.pipeline.flags.shared import add_format_flag, positive_int
@@ -23,6 +24,10 @@ INPUT is one curated output (its kept tasks, with their curated pass rates for t
 difficulty buckets) or task files (validated first, as curate does). The output holds
 scores/ (one row per task: n, c, pass@k, failures, cost, rewards), rollouts/, rejected/,
 meta/, summary.json, manifest.json, catalog.duckdb and report.html.
+
+--agent (repo tasks): each of a task's n samples is an episode in its own workspace, with
+the same budgets as curate --agent; success is reported by step, episode endings counted,
+and trajectories/ holds one row per step.
 
 output (--format json): summary.json's object plus keys output and run_id.
 exit status: 0 published, 2 usage or input error, 3 internal error (a task lost)
@@ -68,6 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_server_flags(p)
     add_vllm_flags(p)
     add_episode_flags(p)
+    add_agent_flags(p)
     p.add_argument("--sandbox", default="process", help="process, docker or remote")
     add_snapshot_store_flag(p)
     p.add_argument("--sandbox-url", default="", metavar="URL[,URL...]")
@@ -138,6 +144,7 @@ def _run_eval(args: argparse.Namespace) -> int:
     from tasksieve.pipeline.eval.inputs import EvalInputError
     from tasksieve.pipeline.eval.report import render_text
     from tasksieve.pipeline.eval.run import evaluate
+    from tasksieve.pipeline.flags.agent import agent_config
     from tasksieve.pipeline.flags.sampler import server_fields
     from tasksieve.pipeline.flags.shared import url_list
     from tasksieve.pipeline.flags.turns import episode_config
@@ -175,6 +182,7 @@ def _run_eval(args: argparse.Namespace) -> int:
                 snapshot_store=_snapshot_store(args),
             ),
             episodes=episode_config(args),
+            agent=agent_config(args),
             runner=args.runner,
             resamples=args.resamples,
         )

@@ -5,7 +5,9 @@ files through curate's own ``Ingest`` and ``Validate``. One-turn runs sample wit
 ``Rollouts`` and verify with ``EvalVerifyFn``, a ``VerifySamplesFn`` like curate's ``VerifyFn``
 that keeps every task instead of judging a band: a task is rejected only when it cannot be
 scored at all (the sampler failed it or returned nothing, or every sample hit an infra
-error). Multi-turn runs (``--turns`` > 1) use curate's ``Episodes`` as they are. Nothing is
+error). Multi-turn runs (``--turns`` > 1) use curate's ``Episodes`` as they are; agent runs
+(``--agent``) curate's agent stage scored for eval (``pipeline.eval.agent``), which also
+writes ``trajectories/`` (one row per step, curate's schema). Nothing is
 deduplicated, decontaminated or gated: eval measures the tasks it is given.
 
 Written below the run's staging root: ``rollouts/`` and ``rejected/`` (curate's schemas) and
@@ -22,9 +24,11 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.parquetio import WriteToParquet
 
+from tasksieve.pipeline.eval.agent import EvalAgentEpisodes
 from tasksieve.pipeline.eval.config import EvalConfig
 from tasksieve.schemas import Verdict
-from tasksieve.schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA
+from tasksieve.schemas.arrow import REJECTED_SCHEMA, ROLLOUTS_SCHEMA, TRAJECTORIES_SCHEMA
+from tasksieve.transforms.agent.stage import TRAJECTORIES
 from tasksieve.transforms.ingest.stage import Ingest
 from tasksieve.transforms.ingest.validate import Validate
 from tasksieve.transforms.rollouts.multi_turn import Episodes
@@ -135,7 +139,15 @@ def build(
         rejects.append(valid[REJECTED])
     else:
         tasks = p | "Tasks" >> beam.Create(items)
-    if cfg.episodes.turns > 1:
+    fp = cfg.fingerprint()
+    if cfg.agent is not None:
+        verified = tasks | "AgentEpisodes" >> EvalAgentEpisodes(
+            cfg.sampler, cfg.agent, cfg.sandbox, run_id
+        )
+        _ = verified[TRAJECTORIES] | "WriteTrajectories" >> _sink(
+            f"{root}/trajectories/part", with_fingerprint(TRAJECTORIES_SCHEMA, fp, run_id)
+        )
+    elif cfg.episodes.turns > 1:
         verified = tasks | "Episodes" >> Episodes(
             cfg.sampler, cfg.episodes, cfg.sandbox, run_id, None, None, None
         )
@@ -147,7 +159,6 @@ def build(
             beam.ParDo(fn), "verify", run_id, tags=[ROLLOUTS]
         )
     rejects.append(verified[REJECTED])
-    fp = cfg.fingerprint()
     _ = (
         tasks
         | "Meta" >> beam.Map(meta_row, pass_rates)

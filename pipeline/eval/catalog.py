@@ -1,14 +1,14 @@
 """DuckDB views over an eval output; written to ``catalog.duckdb`` like curate's catalog.
 
 Views: ``scores`` (one row per scored task), ``rollouts``, ``rejected``, ``meta`` (every task
-that entered), ``manifest`` (the run's manifest as one row), ``family_pass`` (per family:
-tasks, samples, mean pass@1 and the mean reward), ``failures`` (the failure kinds per
-family, long form). The paths are relative, resolved against DuckDB's ``file_search_path``
-(``connect`` sets it to the output directory, as ``pipeline.outputs.catalog.views`` does for
-curate; a client opening ``catalog.duckdb`` itself sets it, or starts in the directory).
-What this does NOT do: cover an eval kind with no shard (a run whose every task was rejected
-has an empty ``scores`` view but no ``rollouts`` file: that view is then left out).
-"""
+that entered), ``trajectories`` (agent runs: one row per step), ``manifest`` (the run's
+manifest as one row), ``family_pass`` (per family: tasks, samples, mean pass@1 and the mean
+reward), ``failures`` (the failure kinds per family, long form). The paths are relative,
+resolved against DuckDB's ``file_search_path`` (``connect`` sets it to the output directory,
+as ``pipeline.outputs.catalog.views`` does for curate; a client opening ``catalog.duckdb``
+itself sets it, or starts in the directory). What this does NOT do: cover an eval kind with no
+shard (a run whose every task was rejected has an empty ``scores`` view but no ``rollouts``
+file: that view is then left out)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import duckdb
 
 CATALOG_FILE = "catalog.duckdb"
-SHARDS = ("scores", "rollouts", "rejected", "meta")
+SHARDS = ("scores", "rollouts", "rejected", "meta", "trajectories")
 
 
 def statements(out_dir: Path) -> list[str]:

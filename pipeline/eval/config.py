@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tasksieve.transforms.agent.config import AgentConfig
 from tasksieve.transforms.rollouts.episode_state import EpisodeConfig
 from tasksieve.transforms.samplers import SamplerConfig
 from tasksieve.verifiers import SandboxConfig
@@ -28,6 +29,8 @@ class EvalConfig:
     sampler: SamplerConfig
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     episodes: EpisodeConfig = field(default_factory=EpisodeConfig)
+    agent: AgentConfig | None = None
+    """Agent episodes over repo tasks (``--agent``, ``pipeline.eval.agent``)."""
     ks: tuple[int, ...] = DEFAULT_KS
     overwrite: bool = False
     runner: str = "DirectRunner"
@@ -45,12 +48,19 @@ class EvalConfig:
                 f"--k {too_big[0]} exceeds --samples {self.sampler.samples}: pass@k needs at "
                 "least k samples per task (raise --samples or drop that k)"
             )
+        if self.agent is not None and self.episodes.turns > 1:
+            raise ValueError(
+                "--agent runs episodes of its own: drop --turns (an agent acts step by step "
+                "in its workspace instead of answering again after feedback)"
+            )
         if self.resamples < 100:
             raise ValueError(f"--resamples must be >= 100, got {self.resamples}")
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["sampler"].pop("cache_dir", None)
+        if data["agent"] is None:  # evals without agents keep their earlier fingerprint
+            data.pop("agent")
         return data
 
     def fingerprint(self) -> str:

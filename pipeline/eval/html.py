@@ -90,13 +90,17 @@ def render(summary: dict[str, Any], manifest: dict[str, Any], fig: str | None, n
     for key, title in GROUPINGS:
         parts += [f"<h2>{e(title)}</h2>", table(key, head, _rows(summary[f"by_{key}"], ks))]
     turns = summary["overall"]["success_by_turn"]
+    unit = summary.get("agent", {}).get("success_by", "turn")
     if len(turns) > 1:
         rows = [
             [str(t["turn"]), f"{100 * t['success']:.1f}", f"{100 * t['ci_low']:.1f}",
              f"{100 * t['ci_high']:.1f}"]
             for t in turns
         ]  # fmt: skip
-        parts += ["<h2>Success by turn</h2>", table("turns", ["turn", "%", "low", "high"], rows)]
+        parts += [f"<h2>Success by {unit}</h2>", table("turns", [unit, "%", "low", "high"], rows)]
+    if "agent" in summary:
+        ends = [[e(k), str(v)] for k, v in summary["agent"]["endings"].items()]
+        parts += ["<h2>Episode endings</h2>", table("endings", ["ending", "episodes"], ends)]
     cost = []
     for name in ("sandbox_s", "completion_tokens"):
         c = summary["overall"][name]

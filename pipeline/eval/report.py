@@ -38,13 +38,17 @@ def render_text(summary: dict[str, Any], output: str) -> str:
         for name, group in summary[f"by_{grouping}"].items():
             lines.append(_row(name, group, ks))
     turns = summary["overall"]["success_by_turn"]
+    unit = summary.get("agent", {}).get("success_by", "turn")
     if len(turns) > 1:
-        lines.append("-- success by turn (share of samples passed by then)")
+        lines.append(f"-- success by {unit} (share of samples passed by then)")
         for t in turns:
             lines.append(
-                f"turn {t['turn']}: {_pct(t['success'])}% "
+                f"{unit} {t['turn']}: {_pct(t['success'])}% "
                 f"[{_pct(t['ci_low'])}, {_pct(t['ci_high'])}]"
             )
+    if "agent" in summary:
+        ends = summary["agent"]["endings"]
+        lines.append("episode endings: " + ", ".join(f"{k} {v}" for k, v in ends.items()))
     cost = summary["overall"]["sandbox_s"]
     tokens = summary["overall"]["completion_tokens"]
     lines.append(

@@ -4,6 +4,7 @@ The layout of an eval output (published whole, like curate's: ``pipeline.outputs
 
 - ``rollouts/`` every attempt with its verdict and reward (curate's rollout schema);
 - ``rejected/`` tasks that could not be scored, with the reason (curate's schema);
+- ``trajectories/`` agent runs only: one row per step (curate's trajectory schema);
 - ``meta/`` every task that entered (id, family, source, tags, curated pass rate);
 - ``scores/`` one row per scored task (``pipeline.eval.scores``);
 - ``summary.json`` the aggregates (``pipeline.eval.summary``);
@@ -30,6 +31,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tasksieve.pipeline.curate.counters import ConservationError, read_counters, read_sandboxes
 from tasksieve.pipeline.curate.run import new_run_id, package_versions
+from tasksieve.pipeline.eval.agent_scores import endings, step_seconds
 from tasksieve.pipeline.eval.build import build
 from tasksieve.pipeline.eval.catalog import write_catalog
 from tasksieve.pipeline.eval.config import EvalConfig
@@ -86,6 +88,10 @@ def _rows(root: Path, kind: str, columns: list[str] | None = None) -> list[dict[
     return rows
 
 
+def _count(root: Path, kind: str) -> int:
+    return sum(pq.read_metadata(f).num_rows for f in (root / kind).rglob("*.parquet"))
+
+
 def _options(cfg: EvalConfig) -> PipelineOptions:
     args = [f"--runner={cfg.runner}", *cfg.beam_args]
     if cfg.runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
@@ -122,12 +128,15 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
         )
         rejected = _rows(staging, "rejected", ["record_id", "reason"])
         rejected_ids = {str(r["record_id"]) for r in rejected if r["record_id"]}
+        rollouts = _rows(staging, "rollouts")
+        agent = cfg.agent is not None
+        turns = cfg.episodes.turns
+        step_s: dict[str, float] | None = None
+        if agent:  # success by step up to the longest episode
+            turns = max([int(r["turn"]) for r in rollouts], default=1)
+            step_s = step_seconds(_rows(staging, "trajectories", ["task_id", "duration_s"]))
         scores = task_scores(
-            _rows(staging, "rollouts"),
-            _rows(staging, "meta"),
-            rejected_ids,
-            cfg.ks,
-            cfg.episodes.turns,
+            rollouts, _rows(staging, "meta"), rejected_ids, cfg.ks, turns, agent, step_s
         )
         if n_in != len(scores) + len(rejected):
             raise ConservationError(
@@ -139,6 +148,12 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
             table, staging / "scores" / "part-00000-of-00001.parquet", compression="zstd"
         )
         summary = summarise(scores, cfg.ks, cfg.resamples)
+        if agent:
+            summary["agent"] = {
+                "success_by": "step",
+                "episodes": len(rollouts),
+                "endings": endings(rollouts),
+            }
         (staging / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
         reasons: dict[str, int] = {}
         for r in rejected:
@@ -161,9 +176,8 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
                 "input": n_in,
                 "scored": len(scores),
                 "rejected": len(rejected),
-                "rollouts": sum(
-                    pq.read_metadata(f).num_rows for f in (staging / "rollouts").rglob("*.parquet")
-                ),
+                "rollouts": _count(staging, "rollouts"),
+                **({"trajectory_steps": _count(staging, "trajectories")} if agent else {}),
             },
             "rejected_by_reason": dict(sorted(reasons.items())),
             "stage_counters": counters.values,

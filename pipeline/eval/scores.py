@@ -12,6 +12,9 @@ Plain functions over the rows ``rollouts/`` holds (``schemas.Rollout`` as dicts)
 - Cost: ``completion_tokens`` and ``prompt_tokens`` summed where the sampler reported them
   (null when none did: replay records no tokens); ``sandbox_s``, the verifications' wall time
   summed (verdicts record wall time, not CPU time).
+- Agent runs (``agent=True``, one row per episode): ``c_by_turn[s-1]`` counts the episodes
+  passed within s steps; failure kinds come from the episode's ending
+  (``pipeline.eval.agent_scores``); ``sandbox_s`` adds the steps' sandbox time.
 - Rewards: the mean over scored attempts of the reward and of each component.
 - Difficulty bucket from the curated pass rate (``hard`` < 0.25 <= ``medium`` < 0.75 <=
   ``easy``), ``uncalibrated`` for tasks read from files.
@@ -23,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from tasksieve.pipeline.eval.agent_scores import agent_failure_kind
 from tasksieve.pipeline.eval.passk import pass_at_k
 
 FAILURE_KINDS = ("wrong", "error", "timeout", "protocol", "infra")
@@ -63,9 +67,15 @@ def _episodes(rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 def task_score(
-    rows: Sequence[dict[str, Any]], meta: dict[str, Any], ks: Sequence[int], turns: int
+    rows: Sequence[dict[str, Any]],
+    meta: dict[str, Any],
+    ks: Sequence[int],
+    turns: int,
+    agent: bool = False,
+    step_s: float = 0.0,
 ) -> dict[str, Any]:
-    """One task's row of ``scores/`` from its rollout rows and its ``meta/`` row."""
+    """One task's row of ``scores/`` from its rollout rows and its ``meta/`` row
+    (``agent``: the rows are episodes, ``step_s`` their steps' sandbox seconds)."""
     episodes = [e for e in _episodes(rows) if e[-1]["verdict"]["status"] != "infra_error"]
     n = len(episodes)
     c_by_turn = []
@@ -80,7 +90,7 @@ def task_score(
     c = c_by_turn[-1]
     kinds = dict.fromkeys(FAILURE_KINDS, 0)
     for row in rows:
-        kind = failure_kind(row)
+        kind = agent_failure_kind(row) if agent else failure_kind(row)
         if kind is not None:
             kinds[kind] += 1
     scored = [r for r in rows if r.get("reward") is not None]
@@ -102,7 +112,7 @@ def task_score(
     out.update({f"fail_{kind}": kinds[kind] for kind in FAILURE_KINDS})
     out["completion_tokens"] = _sum(r.get("completion_tokens") for r in rows)
     out["prompt_tokens"] = _sum(r.get("prompt_tokens") for r in rows)
-    out["sandbox_s"] = float(sum(r["verdict"]["duration_s"] for r in rows))
+    out["sandbox_s"] = float(sum(r["verdict"]["duration_s"] for r in rows)) + step_s
     out["reward"] = sum(r["reward"] for r in scored) / len(scored) if scored else None
     for name in COMPONENTS:
         out[f"reward_{name}"] = sum(float(x[name]) for x in comps) / len(comps) if comps else None
@@ -115,6 +125,8 @@ def task_scores(
     rejected_ids: set[str],
     ks: Sequence[int],
     turns: int,
+    agent: bool = False,
+    step_s: dict[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Every scored task's row (tasks in ``rejected_ids`` left out), ordered by task id."""
     by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -125,5 +137,6 @@ def task_scores(
         tid = meta["task_id"]
         if tid in rejected_ids or tid not in by_task:
             continue
-        out.append(task_score(by_task[tid], meta, ks, turns))
+        extra = (step_s or {}).get(tid, 0.0)
+        out.append(task_score(by_task[tid], meta, ks, turns, agent, extra))
     return out

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from tasksieve.pipeline.flags.agent import add_agent_flags
+from tasksieve.pipeline.flags.repo import add_snapshot_store_flag
 from tasksieve.pipeline.flags.shared import positive_int
 
 CURRICULA = ("none", "band")
@@ -160,6 +162,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="torch threads on the CPU (default: torch's choice); 1 on a shared or "
         "oversubscribed machine, where idle-spinning threads can slow steps many times over",
     )
+    add_agent_flags(p)  # train --agent: pipeline.train.agent (docs/train/agent.md)
+    add_snapshot_store_flag(p)
     talk = p.add_mutually_exclusive_group()
     talk.add_argument(
         "--verbose",
@@ -174,6 +178,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``tasksieve train``; returns one of the EXIT_* codes
     (``tasksieve.pipeline.train.exits``)."""
+    if args.agent:
+        from tasksieve.pipeline.train.agent import run_agent_train
+
+        return run_agent_train(args)
     from tasksieve.pipeline.train.run import run_train
 
     return run_train(args)
