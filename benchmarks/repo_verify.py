@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.timing import command_line, machine_line
+from benchmarks.timing import command_line, machine_line, run_reported
 from tasksieve.schemas import TaskRecord
 from tasksieve.verifiers.families.repo.environments import build
 from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
@@ -132,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     ap.add_argument("--modules", type=int, default=300)
     ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--quick", action="store_true", help="30 modules, 2 verifications per setup")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.modules, args.n = 30, 2
     print(command_line("benchmarks.repo_verify"))
     print("before:", machine_line())
     root = Path(tempfile.mkdtemp(prefix="repo-bench-"))
@@ -185,4 +188,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_reported(lambda: main()))
