@@ -12,12 +12,16 @@ runs ``max(level, --episodes)`` episodes, ``level`` at a time):
 - ``docker exec`` (the baseline): per episode ``docker run -d`` of a container whose image holds
   the repository, one ``docker exec`` per action and one for the diff, ``docker rm -f``.
 
-Every setup's wall time includes opening and closing its sessions or containers. CPU is the
-whole machine's (``/proc/stat``: the driver, the sandboxes, the Docker engine, and anything else
-running, which the load line says), per episode and per step. ``--model-share`` adds the share
-of an episode's wall time spent in the sandbox vs waiting for the model
-(``benchmarks.agent_model``). Every run checks that each action exited 0 and each episode's diff
-shows the patched file; a wrong one makes the exit status 1.
+Every setup's wall time includes opening and closing its sessions or containers. CPU is this
+run's own, per episode and per step: this process and every descendant it reaped, plus the
+Docker daemons (``agent_steps.run_cpu_seconds``), plus, for the process backend, the CPU of
+each session's processes read just before it closes (``Metered``; also shown alone as the
+sandbox CPU per episode). Not counted: the other work on the machine, and the processes inside
+containers (so the docker figures are lower bounds); a reaped bubblewrap may carry part of its
+session's CPU, counted twice (so the process figures are upper bounds).
+``--model-share`` adds the share of an episode's wall time spent in the sandbox vs waiting for
+the model (``benchmarks.agent_model``). Every run checks that each action exited 0 and each
+episode's diff shows the patched file; a wrong one makes the exit status 1.
 
     python -m benchmarks.agent_episodes                 # 1, 8, 64 episodes; three setups
     python -m benchmarks.agent_episodes --quick         # 1 and 4; a minute or so
@@ -29,7 +33,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from benchmarks.agent_steps import DockerExec, Ours, Run, load_task, timed_level
+from benchmarks.agent_steps import DockerExec, Metered, Ours, Run, load_task, timed_level
 from benchmarks.timing import command_line, goal, machine_line, run_reported
 from tasksieve.verifiers.registry import make_sandbox
 from tasksieve.verifiers.sandbox.base import Sandbox, SandboxUnavailable
@@ -37,7 +41,9 @@ from tasksieve.verifiers.sandbox.base import Sandbox, SandboxUnavailable
 Go = Callable[[int, int], list[str]]
 
 
-def measure(name: str, go: Go, levels: list[int], floor: int) -> list[Run]:
+def measure(
+    name: str, go: Go, levels: list[int], floor: int, meter: Metered | None = None
+) -> list[Run]:
     """One warm-up episode, then each level; prints a row per level."""
     problems = go(1, 1)
     if problems:
@@ -45,13 +51,18 @@ def measure(name: str, go: Go, levels: list[int], floor: int) -> list[Run]:
     runs = []
     for level in levels:
         episodes = max(level, floor)
+        inside0 = meter.sandbox_s if meter is not None else 0.0
         wall, cpu, problems = timed_level(go, episodes, level)
+        inside = meter.sandbox_s - inside0 if meter is not None else None
+        cpu += inside or 0.0
         steps = episodes * STEPS
-        run = Run(name, level, episodes, steps, wall, cpu, problems)
+        run = Run(name, level, episodes, steps, wall, cpu, problems, inside)
         runs.append(run)
+        box = f"{inside / episodes:.3f}" if inside is not None else "not counted"
         print(
             f"| {name} | {level} | {episodes} | {run.steps_per_s:.1f} | "
-            f"{run.cpu_per_episode:.3f} | {run.cpu_ms_per_step:.1f} | {len(problems)} |",
+            f"{run.cpu_per_episode:.3f} | {run.cpu_ms_per_step:.1f} | {box} | "
+            f"{len(problems)} |",
             flush=True,
         )
         for p in problems[:3]:
@@ -63,6 +74,7 @@ STEPS = 6
 
 
 def ours_go(sandbox: Sandbox) -> tuple[Ours, Go]:
+    """Our episodes over ``sandbox`` (metered where it is the process backend)."""
     ours = Ours(sandbox, load_task())
 
     def go(episodes: int, level: int) -> list[str]:
@@ -111,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     print(command_line("benchmarks.agent_episodes"))
     task = load_task()
     print(f"task {task.id}; {STEPS} actions per episode; {machine_line()}")
-    print("| setup | at once | episodes | steps/s | machine CPU-s per episode | "
-          "CPU ms per step | wrong |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+    print("| setup | at once | episodes | steps/s | CPU-s per episode | "
+          "CPU ms per step | sandbox CPU-s per episode | wrong |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     runs: dict[str, list[Run]] = {}
     for name in setups:
         if name == "docker exec":
@@ -133,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {name} | skipped: {exc} |")
             continue
         try:
-            _, go = ours_go(sandbox)
-            runs[name] = measure(name, go, levels, floor)
+            ours, go = ours_go(sandbox)
+            runs[name] = measure(name, go, levels, floor, ours.meter)
         finally:
             sandbox.close()
     summary(runs, levels)

@@ -12,6 +12,8 @@ model or in the sandbox (or in the driver's own bookkeeping, counted with the sa
 
 from __future__ import annotations
 
+import argparse
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from benchmarks.agent_steps import Ours, load_task
 from benchmarks.local_server import ServeProcess, free_port, serve_command
+from benchmarks.timing import command_line, run_reported
 from tasksieve.transforms.agent.policies import Reply, SamplerPolicy, Turn
 from tasksieve.transforms.agent.scripted import ScriptedPolicy
 from tasksieve.transforms.samplers import SamplerConfig
@@ -94,3 +97,16 @@ def model_share(quick: bool = False, episodes: int = 4, max_new_tokens: int = 48
           f"{in_steps:.2f} s ({100 * in_steps / mean_wall:.1f}%)")  # fmt: skip
     print(f"  model calls {policy.calls}, failed {policy.failures}; wrong episodes {len(problems)}")
     return 1 if problems or policy.failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=2, help="episodes at once")
+    ap.add_argument("--max-tokens", type=int, default=48, help="tokens per model reply")
+    a = ap.parse_args(argv)
+    print(command_line("benchmarks.agent_model"))
+    return model_share(episodes=a.episodes, max_new_tokens=a.max_tokens)
+
+
+if __name__ == "__main__":
+    sys.exit(run_reported(lambda: main()))

@@ -12,17 +12,19 @@ every episode's diff shows the patched file.
 from __future__ import annotations
 
 import json
+import os
 import re
+import resource
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from benchmarks.timing import busy_seconds
 from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.agent import scripted
 from tasksieve.transforms.agent.config import AgentConfig
@@ -34,6 +36,7 @@ from tasksieve.transforms.agent.session import Opener, repo_spec
 from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
 from tasksieve.verifiers.families.repo.verifier import RepoVerifier
 from tasksieve.verifiers.sandbox.base import Sandbox
+from tasksieve.verifiers.sandbox.workspace import Workspace, WorkspaceSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "examples" / "tasks" / "repo.jsonl"
@@ -72,7 +75,7 @@ def actions(task: TaskRecord) -> list[str]:
 
 @dataclass(frozen=True)
 class Run:
-    """One level of one setup: episodes, steps, wall seconds, machine CPU-seconds, problems."""
+    """One level of one setup: episodes, steps, wall seconds, CPU-seconds, problems."""
 
     setup: str
     level: int
@@ -81,6 +84,7 @@ class Run:
     wall_s: float
     cpu_s: float
     problems: list[str]
+    sandbox_s: float | None = None  # CPU inside the sessions (process backend only)
 
     @property
     def steps_per_s(self) -> float:
@@ -109,6 +113,9 @@ class Ours:
     """Episodes through ``run_episodes`` over one backend's live workspaces."""
 
     def __init__(self, sandbox: Sandbox, task: TaskRecord, policy: Policy | None = None) -> None:
+        self.meter = Metered(sandbox) if sandbox.name == "process" else None
+        if self.meter is not None:
+            sandbox = self.meter  # type: ignore[assignment]
         self.sandbox, self.task = sandbox, task
         self.steps = actions(task)
         store = SnapshotStore(SNAPSHOTS)
@@ -178,8 +185,87 @@ class DockerExec:
         subprocess.run(["docker", "image", "rm", "-f", BASELINE_TAG], capture_output=True)
 
 
+DAEMONS = (b"dockerd", b"containerd")
+
+
+def run_cpu_seconds() -> float:
+    """CPU seconds of this run's own processes and of the Docker daemons, so far.
+
+    This process and every descendant it has reaped (``RUSAGE_CHILDREN``: a session's
+    bubblewrap, agent and commands once closed; ``docker`` CLI calls), plus ``dockerd`` and
+    ``containerd`` with the children they reaped. NOT counted: the other work on the machine,
+    and processes inside containers and their shims (so the docker setups' figures are
+    lower bounds)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        use = resource.getrusage(who)
+        total += use.ru_utime + use.ru_stime
+    tick = os.sysconf("SC_CLK_TCK")
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if (p / "comm").read_bytes().strip() not in DAEMONS:
+                continue
+            fields = (p / "stat").read_bytes().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    return total
+
+
 def timed_level(go: Callable[[int, int], T], episodes: int, level: int) -> tuple[float, float, T]:
-    """(wall s, machine CPU s, result) of ``go(episodes, level)``."""
-    cpu0, t0 = busy_seconds(), time.perf_counter()
+    """(wall s, CPU s of the run (``run_cpu_seconds``), result) of ``go(episodes, level)``."""
+    cpu0, t0 = run_cpu_seconds(), time.perf_counter()
     result = go(episodes, level)
-    return time.perf_counter() - t0, busy_seconds() - cpu0, result
+    return time.perf_counter() - t0, run_cpu_seconds() - cpu0, result
+
+
+def session_cpu_s(host_pid: int | None) -> float:
+    """CPU seconds of a live process-backend session: every process under its bubblewrap,
+    each with the CPU of the children it reaped (the shell's includes every command run)."""
+    if host_pid is None:
+        return 0.0
+    kids: dict[int, list[int]] = {}
+    stats: dict[int, list[bytes]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                fields = (p / "stat").read_bytes().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(p.name)] = fields
+            kids.setdefault(int(fields[1]), []).append(int(p.name))
+    todo, total = [host_pid], 0
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += sum(int(x) for x in stats[pid][11:15])
+        todo += kids.get(pid, [])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class Metered:
+    """A sandbox whose process-backend sessions add their CPU to ``sandbox_s`` when closed."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner, self.sandbox_s = inner, 0.0
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def open_workspace(self, spec: WorkspaceSpec) -> Workspace:
+        ws = self.inner.open_workspace(spec)
+        close, meter = ws.close, self
+
+        def metered_close(*args: Any, **kwargs: Any) -> None:
+            if getattr(ws, "_closed", False):
+                return
+            used = session_cpu_s(getattr(ws, "host_pid", None))
+            with meter._lock:
+                meter.sandbox_s += used
+            close(*args, **kwargs)
+
+        ws.close = metered_close  # type: ignore[method-assign]
+        return ws
