@@ -73,6 +73,16 @@ def actions(task: TaskRecord) -> list[str]:
     ]
 
 
+def scratch_store(task: TaskRecord, root: Path) -> SnapshotStore:
+    """A snapshot store under ``root`` holding ``task``'s snapshot, copied from the shipped
+    one (environments get built into a store's root; the shipped store stays untouched)."""
+    store = SnapshotStore(root / "store")
+    ref = store.put(SnapshotStore(SNAPSHOTS).path(repo_spec(task).snapshot))
+    if ref != repo_spec(task).snapshot:
+        raise ValueError(f"task {task.id}: its snapshot hashes to {ref} when stored again")
+    return store
+
+
 @dataclass(frozen=True)
 class Run:
     """One level of one setup: episodes, steps, wall seconds, CPU-seconds, problems."""
@@ -118,7 +128,8 @@ class Ours:
             sandbox = self.meter  # type: ignore[assignment]
         self.sandbox, self.task = sandbox, task
         self.steps = actions(task)
-        store = SnapshotStore(SNAPSHOTS)
+        self._tmp = tempfile.TemporaryDirectory(prefix="agent-bench-")
+        store = scratch_store(task, Path(self._tmp.name))
         self.verifier = RepoVerifier(sandbox, store)
         self.cfg = AgentConfig(
             max_steps=len(self.steps), wall_s=600, command_timeout_s=60, concurrency=64
