@@ -82,3 +82,13 @@ def test_open_profile_names_every_phase(capsys: pytest.CaptureFixture) -> None:
     for phase in ("start bubblewrap", "session cgroup", "guest: interpreter", "whole cold open"):
         assert phase in out
     assert "bubblewrap running /bin/true" in out
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_repo_verify_quick_run_passes_every_verdict(capsys: pytest.CaptureFixture) -> None:
+    from benchmarks import repo_verify
+
+    assert repo_verify.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "every verdict was pass" in out and "ours, process sandbox (workspace path)" in out
