@@ -90,8 +90,8 @@ def model_share(quick: bool = False, episodes: int = 4, max_new_tokens: int = 48
     print(f"model share: {episodes} episodes at once on the process backend, model "
           f"SmolLM2-135M, transformers serve (CPU), <= {max_new_tokens} tokens/reply")  # fmt: skip
     print(f"  wall {wall:.1f} s; waiting for the model {policy.model_s:.1f} s "
-          f"({100 * policy.model_s / wall:.0f}%), the rest {wall - policy.model_s:.1f} s "
-          f"({100 * (wall - policy.model_s) / wall:.0f}%: sandbox steps, opening and closing "
+          f"({100 * policy.model_s / wall:.1f}%), the rest {wall - policy.model_s:.1f} s "
+          f"({100 * (wall - policy.model_s) / wall:.1f}%: sandbox steps, opening and closing "
           "sessions, the driver)")  # fmt: skip
     print(f"  per episode: wall {mean_wall:.2f} s, of which in its own sandbox commands "
           f"{in_steps:.2f} s ({100 * in_steps / mean_wall:.1f}%)")  # fmt: skip
