@@ -8,12 +8,13 @@ Sub-measures (any subset; all by default), each printing the load before and aft
   ready), (c) ``open_workspace`` from a pre-started pool (``prewarm_workspaces``), against
   (d) ``cp -a`` of the tree and (e) ``docker run -d`` of a container whose image holds it.
 - ``--exec``: ``true`` in a live session's shell vs ``docker exec`` into a warm container.
-- ``--idle N``: N idle sessions held at once; proportional memory (PSS, from
-  ``/proc/PID/smaps_rollup``) of every host process of each session.
-- ``--churn N``: N sessions open at once (opened from 8 threads), each used, all closed; the
-  processes in /proc (all, and those of sessions: a session's bubblewrap and agent and every
-  process in the agent's pid namespace) and the lines of /proc/self/mountinfo before, while
-  open and after.
+- ``--idle N``: N idle sessions held at once; each one's memory as PSS of its host processes
+  plus its quota tmpfs, as its memory cgroup's charge, and as the machine's ``MemAvailable``
+  drop per session (``benchmarks.ws_sessions``).
+- ``--churn N``: N sessions open at once (opened from 8 threads), each used, all closed; this
+  run's session processes, their pid and mount namespaces and cgroups, and the host's mount
+  table, before, while open and after; anything left makes the run fail.
+- ``--quick``: every measure, small (a smoke run).
 
     sudo python -m benchmarks.workspaces --create --exec --idle 1000 --churn 200
 """
