@@ -1,13 +1,15 @@
-"""Repo-task verification: the packed path on warm sandboxes vs a fresh container per verification.
+"""Repo-task verification on our sandboxes vs a fresh container per verification (SWE-bench style).
 
 ``python -m benchmarks.repo_verify --modules 300 --n 20`` builds a repository of ``--modules``
 small modules plus one test file (one bug, a reference patch fixing it), stores it, and times
 ``--n`` verifications of the reference in each setup (p50 and p99 in milliseconds):
 
-- ours, process: ``RepoVerifier`` on the ``process`` sandbox (the snapshot sent as input files,
-  the host's pytest through the sandbox's site-packages: the fast path),
-- ours, docker: ``RepoVerifier`` on the ``docker`` sandbox's warm containers (the image has no
-  pytest, so the environment is built on the host once and sent with each run),
+- ours, process: ``RepoVerifier`` on the ``process`` sandbox, on the path its capabilities pick
+  (a copy-on-write workspace over the stored snapshot where it opens workspaces, else the
+  snapshot sent as input files), the host's pytest through the sandbox's site-packages,
+- ours, docker: ``RepoVerifier`` on the ``docker`` sandbox, likewise (a workspace is one
+  container per verification over an image of the snapshot; the image has no pytest, so the
+  environment is built on the host once and mounted or sent),
 - baseline, fresh container: the SWE-bench-style harness, one ``docker run --rm`` per
   verification with the snapshot and the environment mounted read-only, running the same
   guest program (copy, apply, restore, pytest).
@@ -30,11 +32,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.timing import command_line, machine_line
+from benchmarks.timing import command_line, machine_line, run_reported
 from tasksieve.schemas import TaskRecord
 from tasksieve.verifiers.families.repo.environments import build
 from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
 from tasksieve.verifiers.families.repo.verifier import GUEST_SOURCE, PLUGIN_SOURCE, RepoVerifier
+from tasksieve.verifiers.sandbox.base import Sandbox
 
 BUGGY = "def scale(x):\n    return x * 3\n"
 FIXED = "def scale(x):\n    return x * 2\n"
@@ -113,6 +116,11 @@ def fresh_container(tree: Path, env: Path, task: TaskRecord, image: str) -> str:
     return f"no report: {done.stderr.decode()[-300:]}"
 
 
+def path_of(sandbox: Sandbox) -> str:
+    """Which of the verifier's paths ``sandbox`` takes."""
+    return "workspace path" if sandbox.capabilities.workspaces else "packed path"
+
+
 def timed(fn: Callable[[], str], n: int) -> tuple[list[float], list[str]]:
     """Wall times (ms) and results of ``n`` calls, after one warm-up call."""
     fn()
@@ -132,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     ap.add_argument("--modules", type=int, default=300)
     ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--quick", action="store_true", help="30 modules, 2 verifications per setup")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.modules, args.n = 30, 2
     print(command_line("benchmarks.repo_verify"))
     print("before:", machine_line())
     root = Path(tempfile.mkdtemp(prefix="repo-bench-"))
@@ -148,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ours = RepoVerifier(process, store)
     times, results = timed(lambda: ours.verify(task, patch).status, args.n)
     wrong += sum(r != "pass" for r in results)
-    rows.append(("ours, process sandbox (packed, warm)", times))
+    rows.append((f"ours, process sandbox ({path_of(process)})", times))
     process.close()
     try:
         from tasksieve.verifiers.sandbox.docker.sandbox import DockerSandbox
@@ -161,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         ours_d = RepoVerifier(docker, store)
         times, results = timed(lambda: ours_d.verify(task, patch).status, args.n)
         wrong += sum(r != "pass" for r in results)
-        rows.append(("ours, docker sandbox (packed, warm pool)", times))
+        rows.append((f"ours, docker sandbox ({path_of(docker)})", times))
         times, results = timed(lambda: fresh_container(stored, env, task, docker.image), args.n)
         wrong += sum(r != "pass" for r in results)
         rows.append(("baseline: fresh container per verification", times))
@@ -185,4 +196,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_reported(lambda: main()))

@@ -8,12 +8,13 @@ Sub-measures (any subset; all by default), each printing the load before and aft
   ready), (c) ``open_workspace`` from a pre-started pool (``prewarm_workspaces``), against
   (d) ``cp -a`` of the tree and (e) ``docker run -d`` of a container whose image holds it.
 - ``--exec``: ``true`` in a live session's shell vs ``docker exec`` into a warm container.
-- ``--idle N``: N idle sessions held at once; proportional memory (PSS, from
-  ``/proc/PID/smaps_rollup``) of every host process of each session.
-- ``--churn N``: N sessions open at once (opened from 8 threads), each used, all closed; the
-  processes in /proc (all, and those of sessions: a session's bubblewrap and agent and every
-  process in the agent's pid namespace) and the lines of /proc/self/mountinfo before, while
-  open and after.
+- ``--idle N``: N idle sessions held at once; each one's memory as PSS of its host processes
+  plus its quota tmpfs, as its memory cgroup's charge, and as the machine's ``MemAvailable``
+  drop per session (``benchmarks.ws_sessions``).
+- ``--churn N``: N sessions open at once (opened from 8 threads), each used, all closed; this
+  run's session processes, their pid and mount namespaces and cgroups, and the host's mount
+  table, before, while open and after; anything left makes the run fail.
+- ``--quick``: every measure, small (a smoke run).
 
     sudo python -m benchmarks.workspaces --create --exec --idle 1000 --churn 200
 """
@@ -21,21 +22,20 @@ Sub-measures (any subset; all by default), each printing the load before and aft
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks.timing import machine_line
+from benchmarks.timing import command_line, machine_line, run_reported
+from benchmarks.ws_sessions import bench_churn, bench_idle
 from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
-from tasksieve.verifiers.sandbox.workspace import SessionLimits, WorkspaceSpec
-from tasksieve.verifiers.sandbox.wsclient import GuestSession
+from tasksieve.verifiers.sandbox.workspace import WorkspaceSpec
 
 IMAGE = "tasksieve-sandbox:latest"
 LAYER_SCRIPT = r"""
@@ -156,9 +156,12 @@ def bench_create(sb: ProcessSandbox, repo: Path, n: int) -> None:
 
 
 def bench_exec(sb: ProcessSandbox, repo: Path, n: int) -> None:
-    with sb.open_workspace(WorkspaceSpec(str(repo))) as ws:
+    ws = sb.open_workspace(WorkspaceSpec(str(repo)))
+    try:
         ws.exec("true")
         live = timed(lambda: ws.exec("true"), n)
+    finally:
+        ws.close()
     print(line("exec 'true' in a live session", live))
     if not docker_ok():
         print("  docker exec: skipped (no engine or no sandbox image)")
@@ -174,101 +177,8 @@ def bench_exec(sb: ProcessSandbox, repo: Path, n: int) -> None:
           f"{statistics.median(de) / statistics.median(live):.0f}x")  # fmt: skip
 
 
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                ppid = int((p / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(p.name))
-    return kids
-
-
-def _pss_kb(pid: int) -> int:
-    try:
-        for ln in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if ln.startswith("Pss:"):
-                return int(ln.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def session_pss_kb(session: GuestSession, kids: dict[int, list[int]]) -> tuple[int, int]:
-    """(PSS in KiB, process count) of a session's host processes (launcher and below)."""
-    todo, total, count = [session.host_pid or 0], 0, 0
-    while todo:
-        pid = todo.pop()
-        total, count = total + _pss_kb(pid), count + 1
-        todo += kids.get(pid, [])
-    return total, count
-
-
-def bench_idle(sb: ProcessSandbox, repo: Path, n: int) -> None:
-    limits = SessionLimits(idle_s=3600, lifetime_s=7200)
-    spec = WorkspaceSpec(str(repo), limits=limits)
-    mem0 = Path("/proc/meminfo").read_text().split("\n")[2]
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(4) as ex:
-        sessions = list(ex.map(lambda _: sb.open_workspace(spec), range(n)))
-    opened = time.perf_counter() - t0
-    try:
-        assert all(s.exec("true").exit_code == 0 for s in sessions)
-        kids = _children()
-        per = [session_pss_kb(s, kids) for s in sessions]
-        kb = [p for p, _ in per]
-        print(f"  {n} idle sessions opened in {opened:.1f} s, all answering; "
-              f"{per[0][1]} host processes each")  # fmt: skip
-        print(f"  PSS per idle session: p50 {statistics.median(kb) / 1024:.2f} MB, "
-              f"max {max(kb) / 1024:.2f} MB, total {sum(kb) / 1024:.0f} MB")  # fmt: skip
-        print(f"  MemAvailable before: {mem0.split()[1]} kB, with them: "
-              f"{Path('/proc/meminfo').read_text().split(chr(10))[2].split()[1]} kB")  # fmt: skip
-    finally:
-        with ThreadPoolExecutor(4) as ex:
-            list(ex.map(lambda s: s.close(), sessions))
-
-
-MARK = b"Guest: set up one workspace session"  # in the argv of a session's bwrap and agent
-
-
-def _counts() -> tuple[int, int, int]:
-    """(processes on the machine, processes of workspace sessions, mount table lines).
-
-    A session's processes: its bubblewrap and agent (``MARK`` in their argv) and every
-    process in the pid namespace of an agent."""
-    procs: dict[str, tuple[bool, str]] = {}
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                procs[p.name] = (MARK in (p / "cmdline").read_bytes(), os.readlink(p / "ns/pid"))
-            except OSError:
-                continue
-    spaces = {ns for marked, ns in procs.values() if marked}
-    ours = sum(1 for marked, ns in procs.values() if marked or ns in spaces)
-    return len(procs), ours, len(Path("/proc/self/mountinfo").read_text().splitlines())
-
-
-def bench_churn(sb: ProcessSandbox, repo: Path, n: int) -> None:
-    spec = WorkspaceSpec(str(repo))
-    before = _counts()
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(8) as ex:
-        sessions = list(ex.map(lambda _: sb.open_workspace(spec), range(n)))
-        used = list(ex.map(lambda s: s.exec("echo $RANDOM > f && cat f").exit_code, sessions))
-        during = _counts()
-        list(ex.map(lambda s: s.close(), sessions))
-    wall = time.perf_counter() - t0
-    time.sleep(1.0)
-    after = _counts()
-    print(f"  {n} sessions open at once, {used.count(0)} used fine, all closed in {wall:.1f} s")
-    for i, what in enumerate(("processes in /proc", "of them in sessions", "mount table lines")):
-        print(f"  {what:<20} before {before[i]}, while open {during[i]}, after {after[i]}")
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--create", action="store_true")
     ap.add_argument("--exec", action="store_true")
     ap.add_argument("--idle", type=int, default=0, metavar="N")
@@ -276,7 +186,10 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--n", type=int, default=100, help="samples per timing")
     ap.add_argument("--isolation", default="bwrap", choices=["bwrap", "unshare"])
-    a = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="every measure, small: a smoke run")
+    a = ap.parse_args(argv)
+    if a.quick:
+        a.create, a.exec, a.idle, a.churn, a.files, a.n = True, True, 4, 8, 200, 5
     if not (a.create or a.exec or a.idle or a.churn):
         a.create, a.exec, a.idle, a.churn = True, True, 300, 200
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -285,6 +198,7 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="ws-bench-repo-"))
     repo = base / "repo"
     make_repo(repo, a.files)
+    print(command_line("benchmarks.workspaces"))
     print(f"workspaces ({a.isolation}), repository of {a.files} files; {machine_line()}")
     try:
         for flag, fn, arg in (
@@ -300,7 +214,8 @@ def main() -> None:
     finally:
         sb.close()
         shutil.rmtree(base, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_reported(lambda: main()))
