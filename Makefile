@@ -35,14 +35,23 @@ demo-inputs: setup
 	$(BIN)/tasksieve import harbor examples/imports/harbor --repos $(DEMO_IN)/repos \
 		--snapshot-store $(DEMO_IN)/snapshots --output $(DEMO_IN)/harbor.jsonl
 
-# curate the examples with the replay sampler, then a few GRPO steps on the CPU (train extra)
+# GRPO on the CPU with a learning signal (docs/train/demo.md): the bundled model's own pass rate
+# picks the easy tasks it solves only sometimes (curate, embedded sampler, keep 0 < p < 1), then
+# pass@1 before, 3 GRPO steps with completions ending at the closing fence, pass@1 after.
+TD       := $(OUT)/train-demo
+TD_GEN   := --temperature 1.0 --top-p 1.0 --max-new-tokens 128
 train-demo: setup
 	$(PY) -m pip install -q -e '.[train]'
-	$(BIN)/tasksieve curate --input examples/tasks --output $(OUT)/train-demo-tasks --overwrite \
-		--sampler replay --replay examples/replay/completions.jsonl --samples 4
-	$(BIN)/tasksieve train --tasks $(OUT)/train-demo-tasks --output $(OUT)/train-demo-ckpt \
-		--overwrite --families code sql --steps 3 --prompts-per-step 2 --num-generations 4 \
-		--max-completion-length 64 --curriculum band --cpu-threads 1
+	$(BIN)/tasksieve curate --input examples/train-demo --output $(TD)/tasks --overwrite \
+		--samples 8 $(TD_GEN) --too-hard 0 --too-easy 1
+	$(BIN)/tasksieve eval --input $(TD)/tasks --output $(TD)/eval-before --overwrite \
+		--samples 4 $(TD_GEN) --quiet
+	$(BIN)/tasksieve train --tasks $(TD)/tasks --output $(TD)/ckpt --overwrite \
+		--steps 3 --prompts-per-step 2 --num-generations 4 --max-completion-length 128 \
+		--end-at-fence --log-steps --curriculum band --cpu-threads 1
+	$(BIN)/tasksieve eval --input $(TD)/tasks --model $(TD)/ckpt --output $(TD)/eval-after \
+		--overwrite --samples 4 $(TD_GEN) --quiet
+	$(BIN)/tasksieve eval compare $(TD)/eval-before $(TD)/eval-after
 
 lint: setup
 	$(BIN)/ruff check .

@@ -85,6 +85,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--prompts-per-step", type=positive_int, default=2, help="prompts per step per device"
     )
     p.add_argument("--max-completion-length", type=positive_int, default=256)
+    p.add_argument(
+        "--end-at-fence",
+        action="store_true",
+        help="end each completion right after its fenced code block closes (the extractor "
+        "reads nothing after it; curation's embedded sampler stops there too); not with vLLM",
+    )
     p.add_argument("--learning-rate", type=float, default=1e-6)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--beta", type=_non_negative, default=0.0, help="KL coefficient")
@@ -173,6 +179,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "display with steps, reward and time left)",
     )
     talk.add_argument("--quiet", action="store_true", help="only errors on stderr")
+    p.add_argument(
+        "--log-steps",
+        action="store_true",
+        help="one line per step: reward and its spread, pass rate, prompt groups with "
+        "differing rewards, clipped completions, loss, gradient norm",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -166,6 +166,8 @@ def run_train(args: argparse.Namespace) -> int:
     try:
         p = plan(args)
         settings = _settings(args, p.output)
+        if args.end_at_fence and args.use_vllm:
+            raise ValueError("--end-at-fence works with transformers generation, not --use-vllm")
     except (TrainInputError, ValueError) as e:
         print(f"tasksieve train: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -247,6 +249,10 @@ def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> 
     dataset = datasets.Dataset.from_list(prompt_rows(p.tasks, order))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
+    if args.end_at_fence:
+        from tasksieve.pipeline.train.stops import end_at_fence
+
+        end_at_fence(model, tokenizer)
     trainer = TimedGRPOTrainer(
         model=model,
         reward_funcs=[reward_fn],
@@ -258,7 +264,9 @@ def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> 
     if not args.verbose:  # with tqdm off, transformers prints every log row instead
         trainer.remove_callback(PrinterCallback)
     if not args.verbose and not args.quiet:
-        trainer.add_callback(StepProgress(Console(stderr=True)))
+        trainer.add_callback(
+            StepProgress(Console(stderr=True), steps=args.log_steps, groups=args.prompts_per_step)
+        )
     if p.held_out:
         from tasksieve.pipeline.train.watch import HeldOutEval
 

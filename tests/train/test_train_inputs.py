@@ -115,6 +115,7 @@ def test_model_dir_without_config(
         (["--vllm-server-base-url", "http://h:8000"], "--vllm-mode server"),
         (["--learning-rate", "0"], "learning-rate"),
         (["--infra-retries", "-1"], "retries"),
+        (["--end-at-fence", "--use-vllm"], "--end-at-fence works with transformers"),
     ],
 )
 def test_bad_settings(

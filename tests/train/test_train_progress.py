@@ -97,3 +97,34 @@ def test_train_prints_its_progress_line_and_no_step_dictionaries(
     err = capsys.readouterr().err
     assert "train: 2 of 2 steps in " in err
     assert "'loss'" not in err  # transformers' per-step dictionaries are behind --verbose
+
+
+def test_with_log_steps_each_step_gets_a_line_and_the_run_a_signal_summary() -> None:
+    out = io.StringIO()
+    display = StepProgress(Console(file=io.StringIO()), live=False, out=out, steps=True, groups=2)
+    state = transformers.TrainerState(max_steps=2)
+    control = transformers.TrainerControl()
+    display.on_train_begin(None, state, control)
+    rows = [
+        {"reward": 0.25, "reward_std": 0.46, "tasksieve/pass_rate": 0.25,
+         "frac_reward_zero_std": 0.5, "completions/clipped_ratio": 0.0, "grad_norm": 0.8},
+        {"reward": 0.5, "reward_std": 0.53, "tasksieve/pass_rate": 0.5,
+         "frac_reward_zero_std": 0.0, "completions/clipped_ratio": 0.25, "grad_norm": 1.1},
+    ]  # fmt: skip
+    for row in rows:
+        state.global_step += 1
+        display.on_step_end(None, state, control)
+        display.on_log(None, state, control, logs=row)
+    display.on_train_end(None, state, control)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == (
+        "train: step 1/2: reward 0.250 (std 0.460), pass 0.250, spread in 1/2 groups, "
+        "clipped 0.00, grad norm 0.8000"
+    )
+    assert lines[1].startswith(
+        "train: step 2/2: reward 0.500 (std 0.530), pass 0.500, spread in 2/2"
+    )
+    assert lines[-1] == (
+        "train: learning signal: rewards differ in 3 of 4 groups, "
+        "non-zero gradient in 2 of 2 steps, clipped 0.12"
+    )
