@@ -202,8 +202,8 @@ class LiveSessionStore:
     def put_file(self, session: LiveSession, name: str, data: bytes) -> None:
         _check(name)
         with session.lock:
-            if session.closed:
-                raise SessionError(f"session {session.id} was deleted", 404)
+            if session.closed or not session.ws.alive:
+                raise SessionError(f"session {session.id} has ended", 404)
             try:
                 session.ws.write_file(name, data)
             except ValueError as exc:
@@ -213,6 +213,8 @@ class LiveSessionStore:
 
     def get_file(self, session: LiveSession, name: str) -> bytes:
         _check(name)
+        if not session.ws.alive:
+            raise SessionError(f"session {session.id} has ended", 404)
         try:
             data = session.ws.read_file(name, max_bytes=self.max_bytes)
         except ValueError as exc:
@@ -233,7 +235,11 @@ class LiveSessionStore:
                 raise SessionError(f"session {session.id} was deleted", 404)
             line = command.shell if command.shell is not None else shlex.join(command.argv)
             if stdin:
-                session.ws.write_file(STDIN_NAME, stdin)
+                try:
+                    session.ws.write_file(STDIN_NAME, stdin)
+                except (WorkspaceError, ValueError) as exc:
+                    why = f"cannot hand stdin to session {session.id}: {exc}"
+                    raise SessionError(why, 409) from exc
                 where = shlex.quote(f"{WORKSPACE_ROOT}/{STDIN_NAME}")
                 line = f"{{ rm -f {where}; {line}\n}} < {where}"
             res = session.ws.exec(line, timeout_s=timeout_s)
