@@ -69,13 +69,13 @@ def pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] * 1000
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--execs", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--files", type=int, default=20)
     p.add_argument("--file-bytes", type=int, default=2000)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     from benchmarks.service_load import free_port
 
     ports = {"packed": free_port(), "live": free_port()}
