@@ -22,7 +22,7 @@ from tasksieve.transforms.agent.env import EpisodeOver
 from tasksieve.transforms.agent.remote_env import RemoteAgentEnv, RemoteEnvError
 from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
 from tests.service.servers import TOKEN, Server, start_server
-from tests.service.test_sessions import host_pids, mounts, wait_gone
+from tests.service.test_sessions import mounts, wait_gone, wait_seen
 from tests.verifiers.repo.repo_fixture import REFERENCE, build_repo, make_task
 
 TTL_S = 4
@@ -136,7 +136,7 @@ def test_concurrent_steps_on_one_env_run_one_at_a_time(gym: Server, task: TaskRe
     statuses: list[int] = []
 
     def go() -> None:
-        statuses.append(step(gym, env_id, scripted.fenced("sleep 1.5; echo slept")).status_code)
+        statuses.append(step(gym, env_id, scripted.fenced("sleep 3; echo slept")).status_code)
 
     threads = [threading.Thread(target=go) for _ in range(3)]
     for t in threads:
@@ -166,8 +166,10 @@ def test_a_client_that_hangs_up_mid_step_leaves_a_consistent_env(
     with pytest.raises(httpx.ReadTimeout):
         step(gym, env_id, scripted.fenced("sleep 2; echo finished > done.txt"), timeout=0.5)
     assert step(gym, env_id, scripted.fenced("true")).status_code == 409  # still running
-    time.sleep(2.5)
-    got = step(gym, env_id, scripted.fenced("cat done.txt"))
+    deadline = time.monotonic() + 30
+    while (got := step(gym, env_id, scripted.fenced("cat done.txt"))).status_code == 409:
+        assert time.monotonic() < deadline, "the abandoned step never finished"
+        time.sleep(0.5)
     assert got.status_code == 200 and "finished" in got.json()["observation"], got.text
     assert delete(gym, env_id) == 200
 
@@ -180,7 +182,7 @@ def test_no_process_or_mount_outlives_a_deleted_or_expired_env(
     envs = [open_env(gym, task, "leaky") for _ in markers]
     for env_id, marker in zip(envs, markers, strict=True):
         got = step(gym, env_id, scripted.fenced(f"sleep {marker} &"))
-        assert got.status_code == 200 and len(host_pids(marker)) == 1, got.text
+        assert got.status_code == 200 and wait_seen(marker, 1) == 1, got.text
     assert delete(gym, envs[0]) == 200
     assert wait_gone(markers[0], 5) == []
     assert wait_gone(markers[1], TTL_S + 4) == []  # idle past the TTL: reaped

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.service.servers import Server, start_server
-from tests.service.test_sessions import host_pids, mounts, wait_gone
+from tests.service.test_sessions import mounts, wait_gone, wait_seen
 
 QUOTA = 1 << 20
 MAX_SESSIONS = 12
@@ -87,7 +87,7 @@ def test_many_sessions_at_once_leave_nothing_and_the_cap_is_429(live: Server) ->
 
     with ThreadPoolExecutor(6) as pool:
         sids = list(pool.map(one, range(MAX_SESSIONS)))
-    assert len(host_pids(marker)) == 2 * MAX_SESSIONS
+    assert wait_seen(marker, 2 * MAX_SESSIONS) == 2 * MAX_SESSIONS
     refused = live.post("/sessions", {})
     assert refused.status_code == 429 and "too many sessions" in refused.text
     with ThreadPoolExecutor(6) as pool:

@@ -13,7 +13,7 @@ import pytest
 from tasksieve.verifiers.registry import make_sandbox
 from tasksieve.verifiers.sandbox.base import SandboxUnavailable
 from tests.service.servers import start_server
-from tests.service.test_sessions import host_pids, wait_gone
+from tests.service.test_sessions import wait_gone, wait_seen
 
 
 def docker_missing() -> str | None:
@@ -41,7 +41,7 @@ def test_a_live_docker_session_keeps_its_shell_and_ends_with_its_processes(
         assert server.post(f"/sessions/{sid}/exec", body).json()["exit_code"] == 0
         got = server.post(f"/sessions/{sid}/exec", {"code": 'echo "$PWD $X"', "language": "bash"})
         assert got.json()["stdout"] == "/workspace/w 7\n", got.text
-        assert len(host_pids(marker)) == 1
+        assert wait_seen(marker, 1) == 1
         url = f"{server.url}/sessions/{sid}"
         assert httpx.delete(url, headers=server.headers(), timeout=60).status_code == 200
         assert wait_gone(marker, 20) == []

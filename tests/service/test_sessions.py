@@ -69,6 +69,15 @@ def mounts(server: Server) -> int:
     return sum(not p.startswith(DOCKER_MOUNTS) for p in points)
 
 
+def wait_seen(marker: str, count: int, within_s: float = 5) -> int:
+    """How many host processes hold ``marker`` once ``count`` do (or the time is up): a
+    background job's fork may not have reached its ``exec`` when its command answers."""
+    deadline = time.monotonic() + within_s
+    while len(seen := host_pids(marker)) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return len(seen)
+
+
 def wait_gone(marker: str, within_s: float) -> list[int]:
     deadline = time.monotonic() + within_s
     while (left := host_pids(marker)) and time.monotonic() < deadline:
@@ -97,7 +106,7 @@ def test_processes_persist_in_a_session_and_die_with_its_deletion(server: Server
     mounts_before = mounts(server)
     sid = create(server)
     execute(server, sid, code=f"sleep {marker} & echo $! > pid", language="bash")
-    assert len(host_pids(marker)) == 1  # running on the host after its exec answered
+    assert wait_seen(marker, 1) == 1  # running on the host after its exec answered
     check = execute(server, sid, code="kill -0 $(cat pid) && echo alive", language="bash")
     assert check["stdout"] == "alive\n", check
     assert httpx.delete(f"{server.url}/sessions/{sid}", headers=server.headers()).status_code == 200
@@ -109,7 +118,7 @@ def test_an_expired_session_takes_its_processes_with_it(server: Server) -> None:
     marker = f"{86400 + secrets.randbelow(399)}.{secrets.randbelow(10**6)}"
     sid = create(server, ttl_s=1)
     execute(server, sid, code=f"sleep {marker} &", language="bash")
-    assert len(host_pids(marker)) == 1
+    assert wait_seen(marker, 1) == 1
     assert wait_gone(marker, 6) == []  # the ttl (1 s) plus the reaper's period (1 s)
     assert server.post(f"/sessions/{sid}/exec", {"code": "print(1)"}).status_code == 404
 
