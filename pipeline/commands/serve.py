@@ -18,7 +18,8 @@ TOKEN_ENV = (
 
 _EPILOG = f"""\
 endpoints: POST /verify, POST /run_code (SandboxFusion-shaped), POST /trivial_solutions,
-/sessions (create, exec, files, delete), GET /healthz, GET /metrics (Prometheus).
+/sessions (create, exec, files, delete), /v1/envs (Gym-style agent environments: create,
+step, delete), GET /healthz, GET /metrics (Prometheus).
 auth: every endpoint but /healthz and /metrics needs "Authorization: Bearer TOKEN"; the
 token comes from ${TOKEN_ENV} or --token-file. --insecure-no-auth serves without one, on a
 loopback address only.
@@ -89,6 +90,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=30.0,
         help="the largest reference runtime a verify request may bring (default 30; more: 422)",
     )
+    p.add_argument(
+        "--session-mode",
+        choices=["auto", "live", "packed"],
+        default="auto",
+        help="live: sessions are workspaces with a persistent shell; packed: files packed in and "
+        "out per exec; auto (default): live where the sandbox opens workspaces",
+    )
+    p.add_argument(
+        "--max-session-lifetime",
+        type=float,
+        default=3600.0,
+        help="hard lifetime of a live session or env, seconds (default 3600)",
+    )
+    p.add_argument(
+        "--snapshot-store",
+        default=None,
+        help="repo snapshot store the Gym endpoints /v1/envs open tasks from "
+        "(default $TASKSIEVE_SNAPSHOT_STORE)",
+    )
+    p.add_argument(
+        "--max-envs-per-client",
+        type=positive_int,
+        default=8,
+        help="Gym envs one client (X-Client-Id, else its address) may hold (default 8)",
+    )
     p.add_argument("--journal", help="append one JSON line per finished keyed job (audits)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
 
@@ -102,6 +128,9 @@ def _body_limit(value: str) -> tuple[str, int]:
 
 def run(args: argparse.Namespace) -> int:
     """Build the config (errors: one line, exit 2) and serve until stopped."""
+    import os
+
+    from tasksieve.transforms.agent.gym_api import add_gym_routes
     from tasksieve.verifiers import SandboxUnavailable
     from tasksieve.verifiers.service.config import ServiceConfig, read_token
     from tasksieve.verifiers.service.server import serve
@@ -127,8 +156,12 @@ def run(args: argparse.Namespace) -> int:
             max_memory_mb=args.max_memory_mb,
             max_reference_s=args.max_reference_s,
             journal_path=args.journal,
+            session_mode=args.session_mode,
+            max_session_lifetime_s=args.max_session_lifetime,
+            snapshot_store=args.snapshot_store or os.environ.get("TASKSIEVE_SNAPSHOT_STORE"),
+            max_envs_per_client=args.max_envs_per_client,
         )
-        serve(cfg, log_level=args.log_level)
+        serve(cfg, log_level=args.log_level, extensions=[add_gym_routes])
     except (ValueError, OSError, SandboxUnavailable) as exc:
         print(f"tasksieve serve: error: {exc}", file=sys.stderr)
         return 2

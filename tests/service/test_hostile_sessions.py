@@ -1,4 +1,8 @@
-"""Hostile clients and hostile code against sessions on a real ``tasksieve serve``.
+"""Hostile clients and hostile code against packed sessions on a real ``tasksieve serve``.
+
+The server runs with ``--session-mode packed`` (files packed in and out per exec, the fallback
+where the sandbox opens no workspaces): forged exec reports only exist there. Live sessions
+have their own hostile suite (``test_hostile_live``).
 
 Oversized and chunked uploads, overwrites, odd names, exec reports forged from inside the
 sandbox, long execs against a short TTL, reads racing execs, and a shutdown with work queued.
@@ -22,7 +26,9 @@ from tests.service.servers import Server, start_server
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("hostile-sessions"), *FLAGS)
+    srv = start_server(
+        tmp_path_factory.mktemp("hostile-sessions"), *FLAGS, "--session-mode", "packed"
+    )
     yield srv
     srv.stop()
 
@@ -183,7 +189,9 @@ def test_shutdown_with_work_queued_answers_everyone_and_leaves_no_session_files(
 ) -> None:
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    server = start_server(tmp_path, "--workers", "1", env_extra={"TMPDIR": str(scratch)})
+    server = start_server(
+        tmp_path, "--workers", "1", "--session-mode", "packed", env_extra={"TMPDIR": str(scratch)}
+    )
     sid = create(server)
     assert put(server, sid, "a.txt", b"x").status_code == 200
     answers: list[int] = []

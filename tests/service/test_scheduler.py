@@ -155,18 +155,22 @@ def test_close_answers_every_waiting_job_although_one_was_cancelled() -> None:
             future.result(1)
 
 
-def test_service_close_deletes_sessions_although_a_waiting_job_was_cancelled() -> None:
+@pytest.mark.parametrize("mode", ["packed", "live"])
+def test_service_close_deletes_sessions_although_a_waiting_job_was_cancelled(mode: str) -> None:
     from tasksieve.verifiers.service.config import ServiceConfig
     from tasksieve.verifiers.service.core import Service
 
-    service = Service(ServiceConfig(insecure_no_auth=True, workers=1))
+    service = Service(ServiceConfig(insecure_no_auth=True, workers=1, session_mode=mode))
     release = blocker(service.scheduler)
     waiting = [service.scheduler.submit(Job(lambda: (None, None), 0, c, None)) for c in "ab"]
     waiting[0].cancel()  # its client disconnected
     session = service.sessions.create(_limits(), 60)
     threading.Timer(0.2, release.set).start()
     service.close()
-    assert not session.root.exists() and not session.root.parent.exists()
+    if mode == "packed":
+        assert not session.root.exists() and not session.root.parent.exists()
+    else:  # its workspace closed: every process in it killed, its layer gone
+        assert session.closed and not session.ws.alive
     with pytest.raises(QueueFull):
         waiting[1].result(1)
 

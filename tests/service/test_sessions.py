@@ -1,7 +1,10 @@
-"""Sessions: files persist between execs, processes do not; sessions are isolated and expire."""
+"""Live sessions: files, the shell's state and processes persist between execs; sessions are
+isolated, and deleting one or its expiry ends every process in it."""
 
 from __future__ import annotations
 
+import os
+import secrets
 import time
 
 import httpx
@@ -41,18 +44,83 @@ def test_files_persist_between_execs(server: Server) -> None:
     assert server.get(f"/sessions/{sid}/files/data/in.txt").status_code == 404
 
 
-def test_processes_do_not_outlive_their_exec(server: Server) -> None:
+def host_pids(marker: str) -> list[int]:
+    """Host processes whose command line holds ``marker`` (read from this host's /proc)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if marker.encode() in fh.read():
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+DOCKER_MOUNTS = ("/var/lib/docker/", "/run/docker/")
+
+
+def mounts(server: Server) -> int:
+    """Mounts in the server's mount namespace, less docker's own (containers of other users of
+    this host come and go; a process-backend session mounts nothing there)."""
+    with open(f"/proc/{server.proc.pid}/mountinfo") as fh:
+        points = [line.split()[4] for line in fh]
+    return sum(not p.startswith(DOCKER_MOUNTS) for p in points)
+
+
+def wait_seen(marker: str, count: int, within_s: float = 5) -> int:
+    """How many host processes hold ``marker`` once ``count`` do (or the time is up): a
+    background job's fork may not have reached its ``exec`` when its command answers."""
+    deadline = time.monotonic() + within_s
+    while len(seen := host_pids(marker)) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return len(seen)
+
+
+def wait_gone(marker: str, within_s: float) -> list[int]:
+    deadline = time.monotonic() + within_s
+    while (left := host_pids(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def test_cwd_variables_and_stdin_persist_in_the_shell(server: Server) -> None:
     sid = create(server)
-    started = execute(
-        server, sid, code="sleep 300 & echo $! > pid; echo started", language="bash", timeout_s=5
+    execute(server, sid, code="mkdir -p work && cd work && export GREETING=hi", language="bash")
+    got = execute(
+        server,
+        sid,
+        code='echo "$PWD $GREETING"; cat > here.txt',
+        language="bash",
+        stdin="from stdin",
     )
-    assert started["stdout"] == "started\n"
-    probe = (
-        "import os\npid = open('pid').read().strip()\ntry:\n"
-        " print(open(f'/proc/{pid}/cmdline', 'rb').read())\nexcept OSError: print('gone')"
-    )
-    check = execute(server, sid, code=probe, timeout_s=5)
-    assert check["exit_code"] == 0 and "sleep" not in check["stdout"], check
+    assert got["stdout"] == "/workspace/work hi\n" and got["files"] == ["work/here.txt"], got
+    assert server.get(f"/sessions/{sid}/files/work/here.txt").content == b"from stdin"
+    py = execute(server, sid, code="import os; print(os.getcwd())", list_files=False)
+    assert py["stdout"] == "/workspace/work\n" and py["files"] == []
+
+
+def test_processes_persist_in_a_session_and_die_with_its_deletion(server: Server) -> None:
+    marker = f"{86000 + secrets.randbelow(399)}.{secrets.randbelow(10**6)}"
+    mounts_before = mounts(server)
+    sid = create(server)
+    execute(server, sid, code=f"sleep {marker} & echo $! > pid", language="bash")
+    assert wait_seen(marker, 1) == 1  # running on the host after its exec answered
+    check = execute(server, sid, code="kill -0 $(cat pid) && echo alive", language="bash")
+    assert check["stdout"] == "alive\n", check
+    assert httpx.delete(f"{server.url}/sessions/{sid}", headers=server.headers()).status_code == 200
+    assert wait_gone(marker, 5) == []
+    assert mounts(server) == mounts_before
+
+
+def test_an_expired_session_takes_its_processes_with_it(server: Server) -> None:
+    marker = f"{86400 + secrets.randbelow(399)}.{secrets.randbelow(10**6)}"
+    sid = create(server, ttl_s=1)
+    execute(server, sid, code=f"sleep {marker} &", language="bash")
+    assert wait_seen(marker, 1) == 1
+    assert wait_gone(marker, 6) == []  # the ttl (1 s) plus the reaper's period (1 s)
+    assert server.post(f"/sessions/{sid}/exec", {"code": "print(1)"}).status_code == 404
 
 
 def test_sessions_do_not_see_each_other(server: Server) -> None:

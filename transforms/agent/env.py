@@ -12,9 +12,12 @@ an ``infra_error``, which says nothing about the agent); every other step's rewa
 verdict once done, and its token count. ``close`` releases the session; ``reset`` closes the
 previous one first.
 
+The same environment is served over HTTP by ``tasksieve serve`` (``/v1/envs``, see
+``transforms.agent.gym_api``) and driven from another process by
+``transforms.agent.remote_env.RemoteAgentEnv``, which has this class's signature.
+
 What it does NOT offer: vectorised environments (run several ``AgentEnv``s, or use
-``transforms.agent.driver.run_episodes`` which batches the model across episodes), access
-through the sandbox service (``tasksieve serve``): in-process only for now.
+``transforms.agent.driver.run_episodes`` which batches the model across episodes).
 """
 
 from __future__ import annotations
@@ -39,9 +42,16 @@ class EpisodeOver(RuntimeError):
 class AgentEnv:
     """One episode at a time over live workspaces (see the module docstring)."""
 
-    def __init__(self, sandbox: Sandbox, verifier: WorkspaceVerifier, cfg: AgentConfig) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        verifier: WorkspaceVerifier,
+        cfg: AgentConfig,
+        opener: Opener | None = None,
+    ) -> None:
+        """``opener`` shares one ``Opener`` (its environments, built once) between envs."""
         self.verifier, self.cfg = verifier, cfg
-        self.opener = Opener(sandbox, verifier.store, cfg)
+        self.opener = opener or Opener(sandbox, verifier.store, cfg)
         self.episode: Episode | None = None
         self._count = 0
 

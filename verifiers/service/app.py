@@ -20,7 +20,7 @@ import hashlib
 import importlib.metadata
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
@@ -58,8 +58,17 @@ def error(status: int, code: str, detail: str, headers: dict[str, str] | None = 
     return JSONResponse({"error": code, "detail": detail}, status_code=status, headers=headers)
 
 
-def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
-    """The application for ``cfg``; ``sandbox`` overrides the one ``cfg.backend`` names."""
+Extension = Callable[[FastAPI, Service, Callable[..., Any]], None]
+"""Adds routes to the app: given the app, the service and the scheduling-facts dependency
+(``meta``). The Gym endpoints (``transforms.agent.gym_api``) come in this way, since this
+package may not import ``transforms``."""
+
+
+def create_app(
+    cfg: ServiceConfig, sandbox: Sandbox | None = None, extensions: Sequence[Extension] = ()
+) -> FastAPI:
+    """The application for ``cfg``; ``sandbox`` overrides the one ``cfg.backend`` names;
+    each of ``extensions`` adds its routes."""
     service = Service(cfg, sandbox)
 
     @contextlib.asynccontextmanager
@@ -142,6 +151,7 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
             "queue_depth": service.scheduler.depth,
             "in_flight": service.scheduler.in_flight,
             "sessions": len(service.sessions),
+            "session_mode": "live" if service.sessions.live else "packed",
         }
         return JSONResponse(body, status_code=503 if service.closing else 200)
 
@@ -186,6 +196,8 @@ def create_app(cfg: ServiceConfig, sandbox: Sandbox | None = None) -> FastAPI:
         return Response(resp.model_dump_json(), media_type="application/json")
 
     sessions_api.add_routes(app, service, meta, memory_ok)  # the Guard authorizes them
+    for extend in extensions:
+        extend(app, service, meta)
     return app
 
 
@@ -201,6 +213,7 @@ async def _reap(service: Service) -> None:
     while True:
         await asyncio.sleep(service.cfg.reap_interval_s)
         try:
-            await asyncio.to_thread(service.sessions.reap)
+            for reap in service.reapers:
+                await asyncio.to_thread(reap)
         except OSError as exc:  # a directory that will not go away must not stop the reaper
             log.warning("session reaper: %s", exc)

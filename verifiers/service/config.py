@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 
 TOKEN_ENV = "TASKSIEVE_SERVICE_TOKEN"
+SESSION_MODES = ("auto", "live", "packed")
 LOOPBACK_NAMES = ("localhost",)
 BODY_LIMITS: dict[str, int] = {  # endpoint -> the largest request body it reads, bytes
     "verify": 8_000_000,
@@ -14,6 +15,8 @@ BODY_LIMITS: dict[str, int] = {  # endpoint -> the largest request body it reads
     "run_code": 16_000_000,
     "sessions": 16_384,
     "session_exec": 8_000_000,
+    "envs": 8_000_000,
+    "env_step": 1_000_000,
     "other": 16_384,
 }
 """Default body limits; a session file upload (``session_file``) is bounded by the session
@@ -62,6 +65,13 @@ class ServiceConfig:
     body_limits: tuple[tuple[str, int], ...] = ()
     max_memory_mb: int = 16_384
     max_reference_s: float = 30.0
+    session_mode: str = "auto"
+    """``live`` (workspaces), ``packed`` (files packed per exec) or ``auto`` (live where the
+    sandbox opens workspaces)."""
+    max_session_lifetime_s: float = 3600.0
+    snapshot_store: str | None = None
+    """The repo snapshot store the Gym endpoints (``/v1/envs``) open tasks from."""
+    max_envs_per_client: int = 8
 
     def __post_init__(self) -> None:
         if self.backend == "remote":
@@ -72,6 +82,13 @@ class ServiceConfig:
             raise ValueError(f"need 0 <= --infra-retries <= 10, got {self.infra_retries}")
         if self.session_ttl_s <= 0 or self.max_session_ttl_s < self.session_ttl_s:
             raise ValueError("need 0 < --session-ttl <= --max-session-ttl")
+        if self.session_mode not in SESSION_MODES:
+            raise ValueError(
+                f"--session-mode must be one of {', '.join(SESSION_MODES)}, got "
+                f"{self.session_mode!r}"
+            )
+        if not self.max_session_lifetime_s > 0 or self.max_envs_per_client < 1:
+            raise ValueError("need --max-session-lifetime > 0 and --max-envs-per-client >= 1")
         if self.max_sessions < 0 or self.session_max_bytes < 1:
             raise ValueError("need --max-sessions >= 0 and a positive session size limit")
         for name, size in self.body_limits:

@@ -25,6 +25,7 @@ from tasksieve.verifiers.registry import FAMILIES_SUPPORTED, VerifierCache, make
 from tasksieve.verifiers.sandbox.base import Sandbox
 from tasksieve.verifiers.service.config import ServiceConfig
 from tasksieve.verifiers.service.idempotency import IdempotencyStore
+from tasksieve.verifiers.service.live import LiveSessionStore
 from tasksieve.verifiers.service.metrics import Metrics, make_metrics
 from tasksieve.verifiers.service.runcode import RunCodeRequest, RunCodeResponse, run_code
 from tasksieve.verifiers.service.scheduler import PRIORITIES, Job, QueueFull, Scheduler
@@ -69,6 +70,22 @@ def parse_deadline(value: str) -> float:
     return budget
 
 
+def session_store(cfg: ServiceConfig, sandbox: Sandbox) -> SessionStore | LiveSessionStore:
+    """Live sessions where the sandbox opens workspaces (or ``live`` is asked for: then a
+    sandbox without them is an error), packed ones otherwise or when asked for."""
+    can = sandbox.capabilities.workspaces
+    if cfg.session_mode == "live" and not can:
+        raise ValueError(
+            f"--session-mode live: sandbox {sandbox.name!r} opens no workspaces (needs "
+            "bubblewrap or unshare namespaces, or docker); use auto or packed"
+        )
+    if cfg.session_mode == "packed" or not can:
+        return SessionStore(sandbox, cfg.max_sessions, cfg.session_max_bytes)
+    return LiveSessionStore(
+        sandbox, cfg.max_sessions, cfg.session_max_bytes, cfg.max_session_lifetime_s
+    )
+
+
 class Service:
     """Everything one server holds; thread-safe; ``close`` releases the sandbox."""
 
@@ -78,7 +95,9 @@ class Service:
             cfg.backend, allow_weak_isolation=cfg.allow_weak_isolation
         )
         self.cache = VerifierCache(self.sandbox)
-        self.sessions = SessionStore(self.sandbox, cfg.max_sessions, cfg.session_max_bytes)
+        self.sessions = session_store(cfg, self.sandbox)
+        self.reapers: list[Callable[[], object]] = [self.sessions.reap]
+        self.closers: list[Callable[[], object]] = []  # extensions' stores, closed first
         self.idem = IdempotencyStore(cfg.idempotency_ttl_s, cfg.idempotency_max)
         self.scheduler = Scheduler(
             cfg.workers, cfg.max_queue, cfg.infra_retries, on_finish=self._finished
@@ -99,6 +118,8 @@ class Service:
             steps.callback(self.sandbox.close)
             steps.callback(self.cache.close)
             steps.callback(self.sessions.close)
+            for close in self.closers:
+                steps.callback(close)
             steps.callback(self.scheduler.close)
 
     # ------------------------------------------------------------------ scheduling

@@ -31,17 +31,22 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 PUBLIC = frozenset({"/healthz", "/metrics"})
 _SESSION_FILE = re.compile(r"^/sessions/[^/]+/files/.+$")
 _SESSION_EXEC = re.compile(r"^/sessions/[^/]+/exec$")
+_ENV_STEP = re.compile(r"^/v1/envs/[^/]+/step$")
 
 
 def endpoint(method: str, path: str) -> str:
     """The endpoint whose body limit applies: ``verify``, ``trivial_solutions``, ``run_code``,
-    ``sessions``, ``session_exec``, ``session_file`` or ``other``."""
+    ``sessions``, ``session_exec``, ``session_file``, ``envs``, ``env_step`` or ``other``."""
     if method == "POST" and path in ("/verify", "/trivial_solutions", "/run_code", "/sessions"):
         return path[1:]
     if method == "POST" and _SESSION_EXEC.match(path):
         return "session_exec"
     if method == "PUT" and _SESSION_FILE.match(path):
         return "session_file"
+    if method == "POST" and path == "/v1/envs":
+        return "envs"
+    if method == "POST" and _ENV_STEP.match(path):
+        return "env_step"
     return "other"
 
 

@@ -51,11 +51,13 @@ class TrivialRequest(BaseModel):
 
 
 class SessionCreate(BaseModel):
-    """Limits and lifetime of a new session (each exec gets these limits)."""
+    """Limits and lifetime of a new session: idle ``ttl_s``, hard ``lifetime_s`` (live
+    sessions; both bounded by the server), and the limits its processes get."""
 
     model_config = ConfigDict(extra="forbid")
 
     ttl_s: float | None = Field(default=None, gt=0)
+    lifetime_s: float | None = Field(default=None, gt=0)
     memory_mb: int = Field(default=512, ge=16)  # the bound: ServiceConfig.max_memory_mb
     cpu_s: float = Field(default=60.0, gt=0, le=3600)
     max_processes: int = Field(default=32, ge=1, le=4096)
@@ -71,3 +73,5 @@ class SessionExec(BaseModel):
     language: Literal["python", "bash"] = "python"
     stdin: str = ""
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    list_files: bool = True
+    """Answer with the session's file names after the exec (``files``); false skips that."""

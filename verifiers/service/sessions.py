@@ -1,15 +1,19 @@
-"""Stateful sessions for multi-step agents: files persist between execs, processes do not.
+"""Packed sessions, the fallback where the sandbox opens no workspaces: files persist between
+execs, processes do not.
 
-A session is a private host directory of files plus its limits. Each exec is one ordinary
-sandbox run: the session's files go in (through the ``session_exec`` guest, which unpacks
-them as the run's own), the command runs, and every regular file left in the scratch
-directory comes back and replaces the session's files. So what persists between execs is
-the file tree (up to ``max_bytes``); what does not is any process, environment variable,
-working-directory change or open socket: each exec starts from a fresh sandbox. An exec
-stopped by a sandbox limit (wall, memory...) before the files were packed leaves the
-session's files as they were before it. Execs on one session run one at a time; a write
-waits for the exec in progress (whose result would replace it), a read only for the swap of
-the directory at the exec's end.
+Where the sandbox opens workspaces the service's sessions are live ones instead
+(``verifiers.service.live``: a persistent shell, processes kept); this store serves a
+backend without them (``process`` with ``--allow-weak-isolation`` and no namespaces, say)
+and ``--session-mode packed``. A session is a private host directory of files plus its
+limits. Each exec is one ordinary sandbox run: the session's files go in (through the
+``session_exec`` guest, which unpacks them as the run's own), the command runs, and every
+regular file left in the scratch directory comes back and replaces the session's files. So
+what persists between execs is the file tree (up to ``max_bytes``); what does not is any
+process, environment variable, working-directory change or open socket: each exec starts
+from a fresh sandbox. An exec stopped by a sandbox limit (wall, memory...) before the files
+were packed leaves the session's files as they were before it. Execs on one session run one
+at a time; a write waits for the exec in progress (whose result would replace it), a read
+only for the swap of the directory at the exec's end.
 
 The host counts what an exec returns itself: the quota (``max_bytes``) is enforced on the
 decoded files, the exit status and time-out come from the sandbox, and a report the code in
@@ -83,6 +87,16 @@ class Session:
 
 
 @dataclass(frozen=True)
+class Command:
+    """What an exec runs: ``argv``; ``shell`` (bash code) runs in a live session's own shell
+    (a packed session runs the same code through ``argv``); ``files``: list the files after."""
+
+    argv: list[str]
+    shell: str | None = None
+    files: bool = True
+
+
+@dataclass(frozen=True)
 class ExecResult:
     """What one exec did, and the files it left (names only; the bytes stay in the session)."""
 
@@ -97,6 +111,8 @@ class ExecResult:
 class SessionStore:
     """Creates, finds, runs and reaps sessions over one sandbox."""
 
+    live = False
+
     def __init__(self, sandbox: Sandbox, max_sessions: int, max_bytes: int) -> None:
         self.sandbox = sandbox
         self.max_sessions = max_sessions
@@ -109,7 +125,8 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def create(self, limits: Limits, ttl_s: float) -> Session:
+    def create(self, limits: Limits, ttl_s: float, lifetime_s: float | None = None) -> Session:
+        """A new session (``lifetime_s`` is ignored: a packed session holds no process)."""
         with self._lock:
             if len(self._sessions) >= self.max_sessions:
                 raise SessionError(f"too many sessions (max {self.max_sessions})", 429)
@@ -210,13 +227,16 @@ class SessionStore:
         }
 
     # ------------------------------------------------------------------ exec
-    def exec(self, session: Session, argv: list[str], stdin: bytes, timeout_s: float) -> ExecResult:
+    def exec(
+        self, session: Session, command: Command, stdin: bytes, timeout_s: float
+    ) -> ExecResult:
         """Run ``argv`` over the session's files; keep the files it leaves, within the quota.
 
         What comes back is measured here: the exit status and the duration are the sandbox's,
         and the files are decoded, name-checked and counted against ``max_bytes`` by the host;
         nothing the guest (or code that overwrote its report) claims is taken as given.
         """
+        argv = command.argv
         with session.lock:
             if session.closed:
                 raise SessionError(f"session {session.id} was deleted", 404)

@@ -1,5 +1,9 @@
 """The ``/sessions`` routes: create, inspect, exec, put/get/list files, delete.
 
+The store behind them is a live one (``live``: a workspace with a persistent shell) where the
+sandbox opens workspaces, else the packed one (``sessions``); the routes and their bodies are
+the same for both, and ``GET /sessions/{id}`` says which (``live``).
+
 Execs go through the scheduler like any other sandbox work (priority, deadline,
 idempotency); creating, reading and deleting are cheap and answered at once. A session is
 held in use from the moment a call on it arrives until its answer is ready, so an exec that
@@ -12,22 +16,43 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import Response
 
 from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.service.core import Meta, Service
+from tasksieve.verifiers.service.live import LiveSession
 from tasksieve.verifiers.service.models import SessionCreate, SessionExec
-from tasksieve.verifiers.service.sessions import ExecResult, Session, SessionError
+from tasksieve.verifiers.service.sessions import Command, ExecResult, Session, SessionError
 
 PYTHON_NAMES = ("python", "python3")
 
 
-def _info(session: Session) -> dict[str, Any]:
+class Store(Protocol):
+    """What the routes need of a session store (``SessionStore`` or ``LiveSessionStore``)."""
+
+    live: bool
+    max_bytes: int
+
+    def create(self, limits: Limits, ttl_s: float, lifetime_s: float | None = None) -> Any: ...
+    def use(self, sid: str) -> AbstractContextManager[Any]: ...
+    def delete(self, sid: str) -> bool: ...
+    def list_files(self, session: Any) -> dict[str, int]: ...
+    def room_for(self, session: Any, name: str) -> int: ...
+    def put_file(self, session: Any, name: str, data: bytes) -> None: ...
+    def get_file(self, session: Any, name: str) -> bytes: ...
+    def exec(
+        self, session: Any, command: Command, stdin: bytes, timeout_s: float
+    ) -> ExecResult: ...
+
+
+def _info(session: Session | LiveSession) -> dict[str, Any]:
     return {
         "session_id": session.id,
+        "live": isinstance(session, LiveSession),
         "expires_in_s": round(session.expires_in, 3),
         "limits": {
             "memory_mb": session.limits.memory_mb,
@@ -53,16 +78,20 @@ def _exec_answer(res: ExecResult) -> dict[str, Any]:
     }
 
 
-def argv_of(req: SessionExec, python: str) -> list[str]:
+def command_of(req: SessionExec, python: str) -> Command:
     """The command to run: ``command`` (python/python3 mean the sandbox's interpreter) or
-    the snippet through ``python -c`` / ``bash -c``."""
+    the snippet through ``python -c``; a bash snippet runs in a live session's shell itself
+    (``bash -c`` in a packed one)."""
     if (req.command is None) == (req.code is None):
         raise HTTPException(400, "give exactly one of command (argv list) or code (a snippet)")
+    files = req.list_files
     if req.command is not None:
         head = python if req.command[0] in PYTHON_NAMES else req.command[0]
-        return [head, *req.command[1:]]
+        return Command([head, *req.command[1:]], files=files)
     assert req.code is not None
-    return [python, "-c", req.code] if req.language == "python" else ["/bin/bash", "-c", req.code]
+    if req.language == "python":
+        return Command([python, "-c", req.code], files=files)
+    return Command(["/bin/bash", "-c", req.code], shell=req.code, files=files)
 
 
 def add_routes(
@@ -73,7 +102,7 @@ def add_routes(
 ) -> None:
     """Register the session routes on ``app`` (``memory_ok`` raises 422 for memory over the
     server's bound; the token was checked before the request got here)."""
-    store = service.sessions
+    store: Store = service.sessions
     cfg = service.cfg
 
     @app.post("/sessions", status_code=201)
@@ -86,7 +115,11 @@ def add_routes(
             memory_mb=req.memory_mb,
             max_processes=req.max_processes,
         )
-        return _info(store.create(limits, ttl))
+        if store.live:  # opening a workspace takes a while: not on the event loop
+            made = await asyncio.to_thread(store.create, limits, ttl, req.lifetime_s)
+        else:
+            made = store.create(limits, ttl)
+        return _info(made)
 
     @app.get("/sessions/{sid}")
     async def info(sid: str) -> dict[str, Any]:
@@ -105,7 +138,9 @@ def add_routes(
         with store.use(sid) as session:
             return await _exec(session, req, request)
 
-    async def _exec(session: Session, req: SessionExec, request: Request) -> dict[str, Any]:
+    async def _exec(
+        session: Session | LiveSession, req: SessionExec, request: Request
+    ) -> dict[str, Any]:
         m: Meta = await meta(
             request,
             request.headers.get("x-priority"),
@@ -113,10 +148,10 @@ def add_routes(
             request.headers.get("x-client-id"),
             request.headers.get("idempotency-key"),
         )
-        argv = argv_of(req, service.sandbox.python)
+        command = command_of(req, service.sandbox.python)
 
         def body() -> tuple[ExecResult, str | None]:
-            res = store.exec(session, argv, req.stdin.encode(), req.timeout_s)
+            res = store.exec(session, command, req.stdin.encode(), req.timeout_s)
             return res, res.execution.infra_error
 
         return _exec_answer(await service.submit(m, "session_exec", body))
