@@ -25,9 +25,10 @@ holding a trusted script the host registered after the server started) compiles 
 it in the server as ``warm_up`` did at boot, so jobs forked after it run it warm.
 
 The server answers ``ready`` once the registered scripts are compiled; the common modules
-the host names (``preimport``) are imported afterwards, one at a time while no request waits,
-so a short-lived sandbox does not wait for modules its runs may never use (a job forked
-before they are all loaded imports what it needs itself, as a fresh interpreter would).
+the host names (``preimport``) are imported afterwards, one per round of its loop (all at once
+while it idles, one between requests while it is busy), so a short-lived sandbox does not
+wait for modules its runs may never use (a job forked before they are all loaded imports what
+it needs itself, as a fresh interpreter would).
 
 The server watches each ``init`` with a pidfd and its status socket: a byte or EOF from the
 host kills ``init`` (and with it the whole pid namespace); when ``init`` is reaped the
@@ -251,12 +252,13 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
     poller.register(ctl.fileno(), select.POLLIN)
     pidfds: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket)
     socks: dict[int, int] = {}  # status socket -> pidfd
-    idle = list(cfg.get("preimport", []))  # imported one by one while no request waits
+    later = list(cfg.get("preimport", []))  # imported after ready, one per round of the loop
     ctl.send(b"ready")
     while True:
-        ready = {fd for fd, _ in poller.poll(0 if idle else None)}
+        if later:  # idle rounds come back at once, so a busy server gets them all soon too
+            _preimport(later.pop(0), last=not later)
+        ready = {fd for fd, _ in poller.poll(0 if later else None)}
         if not ready:
-            _preimport(idle.pop(0), last=not idle)
             continue
         # Kills first, then ends, then at most one request: a request opens fds (numbers of
         # ones closed above may be reused), so it comes last; EOF on ``ctl`` comes after
@@ -349,7 +351,7 @@ def boot() -> tuple[dict[str, Any], WarmScripts]:
         cfg["_buf"] = buf = ctypes.create_string_buffer(bpf, len(bpf))
         cfg["_prog"] = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(buf))
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    warm = warm_up(cfg.get("warm_sources", []), [])  # the preimports wait for idle time
+    warm = warm_up(cfg.get("warm_sources", []), [])  # the preimports come after ready
     ctl = socket.socket(fileno=int(cfg["ctl_fd"]))
     job = serve(ctl, cfg, warm)
     return job, warm
