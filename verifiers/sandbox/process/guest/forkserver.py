@@ -25,10 +25,10 @@ holding a trusted script the host registered after the server started) compiles 
 it in the server as ``warm_up`` did at boot, so jobs forked after it run it warm.
 
 The server answers ``ready`` once the registered scripts are compiled; the common modules
-the host names (``preimport``) are imported afterwards, one per round of its loop (all at once
-while it idles, one between requests while it is busy), so a short-lived sandbox does not
-wait for modules its runs may never use (a job forked before they are all loaded imports what
-it needs itself, as a fresh interpreter would).
+the host names (``preimport``) are imported afterwards, one at a time while no request waits
+(and one per ``_BUSY_ROUNDS`` rounds of a server that is never idle), so a short-lived sandbox
+does not wait for modules its runs may never use (a job forked before they are all loaded
+imports what it needs itself, as a fresh interpreter would).
 
 The server watches each ``init`` with a pidfd and its status socket: a byte or EOF from the
 host kills ``init`` (and with it the whole pid namespace); when ``init`` is reaped the
@@ -252,14 +252,17 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
     poller.register(ctl.fileno(), select.POLLIN)
     pidfds: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket)
     socks: dict[int, int] = {}  # status socket -> pidfd
-    later = list(cfg.get("preimport", []))  # imported after ready, one per round of the loop
+    later = list(cfg.get("preimport", []))  # imported after ready: see _preimport
+    busy = 0
     ctl.send(b"ready")
     while True:
-        if later:  # idle rounds come back at once, so a busy server gets them all soon too
-            _preimport(later.pop(0), last=not later)
         ready = {fd for fd, _ in poller.poll(0 if later else None)}
-        if not ready:
-            continue
+        if later and (not ready or busy >= _BUSY_ROUNDS):
+            _preimport(later.pop(0), last=not later)
+            busy = 0
+            if not ready:
+                continue
+        busy += 1
         # Kills first, then ends, then at most one request: a request opens fds (numbers of
         # ones closed above may be reused), so it comes last; EOF on ``ctl`` comes after
         # the kills of the same round were sent.
@@ -325,8 +328,15 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
         poller.register(sock, select.POLLIN)
 
 
+_BUSY_ROUNDS = 8  # a server that is never idle still imports one module per this many rounds
+
+
 def _preimport(name: str, last: bool) -> None:
-    """Import one common module into the server, so jobs forked later find it loaded."""
+    """Import one common module into the server, so jobs forked later find it loaded.
+
+    Called when no request waits (or after ``_BUSY_ROUNDS`` busy rounds), so a request is
+    rarely kept waiting behind an import.
+    """
     with contextlib.suppress(ImportError):
         __import__(name)
     if last:
