@@ -187,10 +187,11 @@ class ForkServer:
     def _start(self) -> None:
         self._stop()
         ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sources = warm_sources()
         cfg = {
             "ctl_fd": theirs.fileno(),
             "seccomp": self._seccomp.hex() if self._seccomp else "",
-            "warm_sources": warm_sources(),
+            "warm_sources": sources,
             "preimport": list(PREIMPORT),
         }
         cfd = os.memfd_create("forkserver-config")
@@ -217,7 +218,8 @@ class ForkServer:
         finally:
             os.close(cfd)
             theirs.close()
-        self._ctl, self._owner, self._warm_count = ctl, os.getpid(), len(warm_sources())
+        self._ctl, self._owner = ctl, os.getpid()
+        self._warm_count = len(sources)  # scripts registered since go as ``w`` requests
         ready, _, _ = select.select([ctl], [], [], 30.0)
         hello = ctl.recv(16) if ready else b""
         self._inits = inits_of(self._proc.pid)
