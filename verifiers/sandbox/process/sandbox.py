@@ -5,7 +5,11 @@
 ``unshare-mount``: the same filesystem view as bwrap), ``auto`` (bwrap, else unshare), or
 ``none`` (rlimits only on the host's filesystem; only with ``allow_weak_isolation``, which
 warns). If no namespace method works the constructor refuses unless weak isolation was
-accepted; ``describe()`` reports the method actually used and ``weak``. This module chooses
+accepted; ``describe()`` reports the method actually used and ``weak``. With root and
+bubblewrap the method is probed by one run through the fork server (which the runs need
+anyway); cold probes of each method run only without it, and a method that worked is
+remembered for the boot (``probecache``: keyed by everything the answer depends on, so a
+changed kernel knob, program or interpreter probes again). This module chooses
 the method and holds the runs; a cold run's command line and start are ``cold.py``'s, the
 system programs ``tools.py``'s, the fork server ``forkserver.py``'s. The interpreter must not
 live under ``/tmp`` (each run's scratch replaces it): a namespace method refuses it.
@@ -62,6 +66,7 @@ from tasksieve.verifiers.sandbox.process.cgroups import describe as cgroup_descr
 from tasksieve.verifiers.sandbox.process.cold import ColdSetup, spawn_cold
 from tasksieve.verifiers.sandbox.process.forkserver import ForkServer, start_run
 from tasksieve.verifiers.sandbox.process.pair import PairProcess, start_pair
+from tasksieve.verifiers.sandbox.process.probecache import known_good, probe_key, remember
 from tasksieve.verifiers.sandbox.process.runs import WORKDIR, SandboxProcess, supervise, warm_job
 from tasksieve.verifiers.sandbox.process.seccomp import build_filter
 from tasksieve.verifiers.sandbox.process.tools import HostTools
@@ -98,6 +103,7 @@ class ProcessSandbox(Sandbox):
         isolation: str = "auto",
         python: str | None = None,
         warm: bool = True,
+        probe_cache: bool = True,
     ) -> None:
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
@@ -115,7 +121,18 @@ class ProcessSandbox(Sandbox):
         self._runs_lock = threading.Lock()
         self._pools: dict[tuple[object, ...], WorkspacePool] = {}
         self._workspaces: weakref.WeakSet[GuestSession] = weakref.WeakSet()
-        self.method = self._select(isolation)
+        self._probe_cache = probe_cache
+        # With root and bubblewrap the probe goes through the fork server the runs need
+        # anyway; only if that fails are the methods probed cold, one by one.
+        why_warm = None
+        if warm and self._root and isolation in ("auto", "bwrap") and self.tools.bwrap:
+            self._server = ForkServer(self.tools.bwrap, self._binds, self.python, self._seccomp)
+            why_warm = self._probe("bwrap")
+            if why_warm is not None:
+                self._server.close()
+                self._server = None
+        if self._server is None:
+            self.method = self._select(isolation)
         if self.method == "none":
             warnings.warn(WEAK_WARNING, RuntimeWarning, stacklevel=2)
             log.warning(WEAK_WARNING)
@@ -124,14 +141,8 @@ class ProcessSandbox(Sandbox):
             self.warm_unavailable = "needs bubblewrap (the fork server runs in it)"
         elif warm and not self._root:
             self.warm_unavailable = "needs root (per-run uids)"
-        elif warm:
-            assert self.tools.bwrap
-            self._server = ForkServer(self.tools.bwrap, self._binds, self.python, self._seccomp)
-            why = self._probe("bwrap")
-            if why is not None:
-                self._server.close()
-                self._server = None
-                self.warm_unavailable = why
+        elif warm and self._server is None:
+            self.warm_unavailable = why_warm or "the fork server did not start"
         self.capabilities = Capabilities(
             spawn=True,
             paired_runs=self._server is not None,
@@ -347,11 +358,19 @@ class ProcessSandbox(Sandbox):
                 "scratch: use an interpreter installed elsewhere (python=...)"
             )
         self.method = method
+        key = None
+        if self._server is None and self._probe_cache and method in _NAMESPACED:
+            t = self.tools
+            programs = [t.bwrap] if method == "bwrap" else [t.unshare, t.pdeathsig, t.prlimit]
+            key = probe_key(method, [*programs, t.setpriv], self.python, self._binds, self._seccomp)
+            if known_good(key):
+                return None
         ex = self.run(
             {"probe.txt": "ok"},
             [self.python, "-I", "-S", "-c", "print(open('probe.txt').read())"],
             Limits(wall_s=20, cpu_s=10),
         )
         if ex.stdout.strip() == b"ok" and ex.exit_code == 0:
+            remember(key, method)
             return None
         return (ex.infra_error or ex.stderr.decode(errors="replace").strip() or "failed")[:300]

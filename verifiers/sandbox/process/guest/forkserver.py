@@ -20,7 +20,15 @@ pipe or -1, payload memfd) it forks:
 
 A ``p`` request (fds: results pipe, stderr pipe, status socket, payload memfd) is a pair
 run: its ``init`` forks the candidate job and then itself becomes the tests job (see
-``_pair_init`` and ``tasksieve.verifiers.sandbox.process.pair``).
+``_pair_init`` and ``tasksieve.verifiers.sandbox.process.pair``). A ``w`` request (one memfd
+holding a trusted script the host registered after the server started) compiles and executes
+it in the server as ``warm_up`` did at boot, so jobs forked after it run it warm.
+
+The server answers ``ready`` once the registered scripts are compiled; the common modules
+the host names (``preimport``) are imported afterwards, one at a time while no request waits
+(and one per ``_BUSY_ROUNDS`` rounds of a server that is never idle), so a short-lived sandbox
+does not wait for modules its runs may never use (a job forked before they are all loaded
+imports what it needs itself, as a fresh interpreter would).
 
 The server watches each ``init`` with a pidfd and its status socket: a byte or EOF from the
 host kills ``init`` (and with it the whole pid namespace); when ``init`` is reaped the
@@ -36,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import gc
 import json
 import os
 import select
@@ -223,7 +232,19 @@ def _become_job(
 
 
 # --------------------------------------------------------------------------- the server
-def serve(ctl: socket.socket, cfg: dict[str, Any]) -> dict[str, Any]:
+def _add_warm(fd: int, warm: WarmScripts) -> None:
+    """A ``w`` request: compile and execute one more trusted script, as at boot."""
+    try:
+        src = os.pread(fd, os.fstat(fd).st_size, 0).decode()
+        if src not in warm:
+            warm.update(warm_up([src], []))  # later jobs are forked with it compiled
+    except Exception:  # a job running a script left unwarmed runs it cold
+        pass
+    finally:
+        os.close(fd)
+
+
+def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[str, Any]:
     """Fork jobs until the host closes ``ctl``; returns only inside a warm job process."""
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY)
     me = os.pidfd_open(os.getpid())
@@ -231,9 +252,17 @@ def serve(ctl: socket.socket, cfg: dict[str, Any]) -> dict[str, Any]:
     poller.register(ctl.fileno(), select.POLLIN)
     pidfds: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket)
     socks: dict[int, int] = {}  # status socket -> pidfd
+    later = list(cfg.get("preimport", []))  # imported after ready: see _preimport
+    busy = 0
     ctl.send(b"ready")
     while True:
-        ready = {fd for fd, _ in poller.poll()}
+        ready = {fd for fd, _ in poller.poll(0 if later else None)}
+        if later and (not ready or busy >= _BUSY_ROUNDS):
+            _preimport(later.pop(0), last=not later)
+            busy = 0
+            if not ready:
+                continue
+        busy += 1
         # Kills first, then ends, then at most one request: a request opens fds (numbers of
         # ones closed above may be reused), so it comes last; EOF on ``ctl`` comes after
         # the kills of the same round were sent.
@@ -263,6 +292,9 @@ def serve(ctl: socket.socket, cfg: dict[str, Any]) -> dict[str, Any]:
                 with contextlib.suppress(OSError):
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             os._exit(0)
+        if msg == b"w" and len(fds) == 1:
+            _add_warm(fds[0], warm)
+            continue
         want, st_i = (4, 2) if msg == b"p" else (6, 3)
         if len(fds) != want:
             for f in fds:
@@ -296,6 +328,22 @@ def serve(ctl: socket.socket, cfg: dict[str, Any]) -> dict[str, Any]:
         poller.register(sock, select.POLLIN)
 
 
+_BUSY_ROUNDS = 8  # a server that is never idle still imports one module per this many rounds
+
+
+def _preimport(name: str, last: bool) -> None:
+    """Import one common module into the server, so jobs forked later find it loaded.
+
+    Called when no request waits (or after ``_BUSY_ROUNDS`` busy rounds), so a request is
+    rarely kept waiting behind an import.
+    """
+    with contextlib.suppress(ImportError):
+        __import__(name)
+    if last:
+        gc.collect()
+    gc.freeze()  # as warm_up does: forked jobs' collections skip the server's objects
+
+
 def _die_with(server: int) -> None:
     """SIGKILL this process when the server dies (and exit now if it already has)."""
     _ok(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
@@ -313,9 +361,9 @@ def boot() -> tuple[dict[str, Any], WarmScripts]:
         cfg["_buf"] = buf = ctypes.create_string_buffer(bpf, len(bpf))
         cfg["_prog"] = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(buf))
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    warm = warm_up(cfg.get("warm_sources", []), cfg.get("preimport", []))
+    warm = warm_up(cfg.get("warm_sources", []), [])  # the preimports come after ready
     ctl = socket.socket(fileno=int(cfg["ctl_fd"]))
-    job = serve(ctl, cfg)
+    job = serve(ctl, cfg, warm)
     return job, warm
 
 
