@@ -34,7 +34,7 @@ reading are not guarded: a failure there fails the run.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -217,38 +217,54 @@ def _best(a: tuple[Key, float], b: tuple[Key, float]) -> tuple[Key, float]:
 
 
 class DecideFn(beam.DoFn):
-    """Emit each item as kept (with findings for the members it absorbed) or rejected."""
+    """Emit each item as kept (with findings for the members it absorbed) or rejected.
+
+    The decisions come as side inputs keyed by node (only nodes of confirmed pairs or failed
+    steps have any), so the items themselves are never shuffled to meet them."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
 
-    def process(self, kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[Any]:
-        got = kv[1]
-        for item in got["item"]:
-            if got.get("failed"):  # signing it or checking one of its pairs raised
-                yield from reject_records([item], got["failed"][0], self.run_id)
-                continue
-            if got["drop"]:
-                survivor, (nbr, score) = got["drop"][0]
-                from_index = survivor[0] == 0
-                via = "" if nbr == survivor else f" with {nbr[3]}"
-                what = "indexed task" if from_index else "near-duplicate of"
-                yield rejected(
-                    rejection(
-                        stage="near_dedup",
-                        reason="dedup.index" if from_index else "dedup.near",
-                        detail=f"{what} {survivor[3]} (Jaccard {score:.3f}{via})",
-                        run_id=self.run_id,
-                        item=item,
-                    )
-                )
-                continue
-            found = [
-                Finding(kind="near_dup", other_id=k[3], method="minhash", score=round(s, 4))
-                for k, s in sorted(got["absorbed"])
-            ]
-            count("near_dedup.kept")
-            yield replace(item, findings=[*item.findings, *found]) if found else item
+    def process(
+        self,
+        item: Item,
+        drops: Mapping[Key, Iterable[Any]],
+        absorbed: Mapping[Key, Iterable[Any]],
+        failed: Mapping[Key, Iterable[Fault]],
+    ) -> Iterator[Any]:
+        key = node_key(item)
+        got = [list(side[key]) for side in (drops, absorbed, failed)]
+        yield from decide(item, *got, self.run_id)
+
+
+def decide(
+    item: Item, drop: list[Any], absorbed: list[Any], failed: list[Fault], run_id: str
+) -> Iterator[Any]:
+    """The item kept (with findings for the members it absorbed) or its rejection."""
+    if failed:  # signing it or checking one of its pairs raised
+        yield from reject_records([item], failed[0], run_id)
+        return
+    if drop:
+        survivor, (nbr, score) = drop[0]
+        from_index = survivor[0] == 0
+        via = "" if nbr == survivor else f" with {nbr[3]}"
+        what = "indexed task" if from_index else "near-duplicate of"
+        yield rejected(
+            rejection(
+                stage="near_dedup",
+                reason="dedup.index" if from_index else "dedup.near",
+                detail=f"{what} {survivor[3]} (Jaccard {score:.3f}{via})",
+                run_id=run_id,
+                item=item,
+            )
+        )
+        return
+    found = [
+        Finding(kind="near_dup", other_id=k[3], method="minhash", score=round(s, 4))
+        for k, s in sorted(absorbed)
+    ]
+    count("near_dedup.kept")
+    yield replace(item, findings=[*item.findings, *found]) if found else item
 
 
 class NearDedup(beam.PTransform):
@@ -292,7 +308,16 @@ class NearDedup(beam.PTransform):
             | "Pairs" >> beam.FlatMap(bucket_pairs, cfg.max_bucket)
             | "DistinctPairs" >> beam.Distinct()
         )
-        shingles = docs | "KeyShingles" >> beam.Map(lambda d: (d.key, d.shingles))
+        # only the nodes of a candidate pair need their shingles at the confirmation joins
+        paired = (
+            pairs
+            | "PairNodes" >> beam.FlatMap(lambda ab: [(ab[0], True), (ab[1], True)])
+            | "DistinctNodes" >> beam.CombinePerKey(any)
+        )
+        shingles = docs | "KeyShingles" >> beam.FlatMap(
+            lambda d, nodes: [(d.key, d.shingles)] if d.key in nodes else [],
+            beam.pvalue.AsDict(paired),
+        )
         edges = (
             {
                 "sh": shingles,
@@ -336,15 +361,15 @@ class NearDedup(beam.PTransform):
             )
         )
         absorbed = drops | "Absorbed" >> beam.MapTuple(lambda node, d: (d[0], (node, d[1][1])))
-        out = (
-            {
-                "item": items | "KeyItems" >> beam.Map(lambda it: (node_key(it), it)),
-                "drop": drops,
-                "absorbed": absorbed,
-                "failed": failed,
-            }
-            | "JoinDecisions" >> beam.CoGroupByKey()
-            | "Decide" >> Guarded(beam.ParDo(DecideFn(self.run_id)), "near_dedup", self.run_id)
+        out = items | "Decide" >> Guarded(
+            beam.ParDo(
+                DecideFn(self.run_id),
+                beam.pvalue.AsMultiMap(drops),
+                beam.pvalue.AsMultiMap(absorbed),
+                beam.pvalue.AsMultiMap(failed),
+            ),
+            "near_dedup",
+            self.run_id,
         )
         return out
 
