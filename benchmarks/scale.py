@@ -168,6 +168,18 @@ def run_child(
     return dict(got)
 
 
+def written_rows(out: Path) -> list[str]:
+    """Every row a host-stage run wrote (any Parquet file below ``out``), as sorted JSON."""
+    import pyarrow.parquet as pq
+
+    rows = [
+        json.dumps(row, sort_keys=True, default=str)
+        for f in sorted(out.rglob("*.parquet"))
+        for row in pq.read_table(f).to_pylist()
+    ]
+    return sorted(rows)
+
+
 def export_revision(rev: str, dest: Path) -> Path:
     """The files of git revision ``rev`` of this checkout, written once into ``dest/<rev>``
     (``git archive``; the ``tasksieve/`` links come with it), for a same-run baseline."""
@@ -362,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {way}: {host[n][way]['wall_s']:.1f} s", flush=True)
     if sizes:
         report_host(sizes, host)
+    for n in sizes if args.before else []:
+        now, then = (written_rows(work / f"out-{w}-{n}") for w in ("beam", "before"))
+        same = "identical" if now == then else f"DIFFER ({len(now)} rows now, {len(then)} before)"
+        print(f"rows written at {n:,}, this checkout vs {args.before}: {same}")
     if host and full:
         print(projection(host[sizes[-1]], sizes[-1], full, Assumptions(tasks=args.project)))
     return 0

@@ -219,22 +219,17 @@ def _best(a: tuple[Key, float], b: tuple[Key, float]) -> tuple[Key, float]:
 class DecideFn(beam.DoFn):
     """Emit each item as kept (with findings for the members it absorbed) or rejected.
 
-    The decisions come as side inputs keyed by node (only nodes of confirmed pairs or failed
-    steps have any), so the items themselves are never shuffled to meet them."""
+    The decisions come as one side input, node -> {"drop", "absorbed", "failed"} lists,
+    holding only nodes of confirmed pairs or failed steps, so the items themselves are never
+    shuffled to meet them."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
 
-    def process(
-        self,
-        item: Item,
-        drops: Mapping[Key, Iterable[Any]],
-        absorbed: Mapping[Key, Iterable[Any]],
-        failed: Mapping[Key, Iterable[Fault]],
-    ) -> Iterator[Any]:
-        key = node_key(item)
-        got = [list(side[key]) for side in (drops, absorbed, failed)]
-        yield from decide(item, *got, self.run_id)
+    def process(self, item: Item, decided: Mapping[Key, dict[str, list[Any]]]) -> Iterator[Any]:
+        got = decided.get(node_key(item)) or {}
+        drop, absorbed = got.get("drop", []), got.get("absorbed", [])
+        yield from decide(item, drop, absorbed, got.get("failed", []), self.run_id)
 
 
 def decide(
@@ -361,13 +356,13 @@ class NearDedup(beam.PTransform):
             )
         )
         absorbed = drops | "Absorbed" >> beam.MapTuple(lambda node, d: (d[0], (node, d[1][1])))
+        decided = {
+            "drop": drops,
+            "absorbed": absorbed,
+            "failed": failed,
+        } | "JoinDecisions" >> beam.CoGroupByKey()
         out = items | "Decide" >> Guarded(
-            beam.ParDo(
-                DecideFn(self.run_id),
-                beam.pvalue.AsMultiMap(drops),
-                beam.pvalue.AsMultiMap(absorbed),
-                beam.pvalue.AsMultiMap(failed),
-            ),
+            beam.ParDo(DecideFn(self.run_id), beam.pvalue.AsDict(decided)),
             "near_dedup",
             self.run_id,
         )
