@@ -59,7 +59,7 @@ def host_beam(cfg: CurateConfig, root: str, run_id: str) -> tuple[beam.Pipeline,
     p = beam.Pipeline(options=pipeline_options(cfg))
     records = p | "Ingest" >> Ingest(cfg.inputs)
     valid = records | "Validate" >> Validate(run_id)
-    exact = valid["ok"] | "ExactDedup" >> ExactDedup(run_id, hint=valid["parsed"])
+    exact = valid["ok"] | "ExactDedup" >> ExactDedup(run_id)
     near = exact["ok"] | "NearDedup" >> NearDedup(cfg.dedup, run_id)
     clean = near["ok"] | "Decontaminate" >> Decontaminate(cfg.decontam, run_id)
     rows = (

@@ -27,7 +27,7 @@ def build(p: beam.Pipeline, cfg: CurateConfig, root: str, run_id: str) -> None:
     fp = cfg.fingerprint()
     records = p | "Ingest" >> Ingest(cfg.inputs, progress=channel())
     valid = records | "Validate" >> Validate(run_id)
-    exact = valid["ok"] | "ExactDedup" >> ExactDedup(run_id, hint=valid["parsed"])
+    exact = valid["ok"] | "ExactDedup" >> ExactDedup(run_id)
     near = exact["ok"] | "NearDedup" >> NearDedup(cfg.dedup, run_id)
     clean = near["ok"] | "Decontaminate" >> Decontaminate(cfg.decontam, run_id)
     cache = cfg.cache_dir()  # samples, verdicts and gate/detector outcomes by content

@@ -30,18 +30,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.pvalue import TaggedOutput
 
 from tasksieve.schemas import Finding
 from tasksieve.transforms.runtime.common import REJECTED, count, rejected
 from tasksieve.transforms.runtime.deadletter import Guarded
 from tasksieve.transforms.runtime.items import Item, canonical_json, rejection, sha256_text
-from tasksieve.transforms.runtime.split import GROUPED, repeated_keys
 
 _INNER_SPACE = re.compile(r"(?<=\S)[ \t\f\v]+(?=\S)")
 _BLANK_RUN = re.compile(r"\n{3,}")
@@ -138,56 +136,22 @@ class KeepFirstFn(beam.DoFn):
         yield from decide_group(kv[1], self.run_id)
 
 
-def prompt_key_or_none(item: Item) -> str | None:
-    """``prompt_key``, or None where it raises (such a record is routed to the group step,
-    whose guarded keying rejects it with the error)."""
-    try:
-        return prompt_key(item)
-    except Exception:  # the guarded step reports it; here it only picks the route
-        return None
-
-
 class ExactDedup(beam.PTransform):
-    """Group by (family, normalised prompt); drop true duplicates, reject conflicts.
+    """Group by (family, normalised prompt); drop true duplicates, reject conflicts."""
 
-    Only records whose key is repeated are grouped: a side input of the repeated keys
-    (counted from ``hint``, any collection holding at least these items, e.g. Validate's
-    ``parsed``; by default the input itself) lets a unique record be decided where it is.
-    """
-
-    def __init__(self, run_id: str, hint: beam.PCollection | None = None) -> None:
+    def __init__(self, run_id: str) -> None:
         super().__init__()
         self.run_id = run_id
-        self.hint = hint
 
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         rid = self.run_id
-        hint = items if self.hint is None else self.hint
-        keys = hint | "Keys" >> beam.Map(prompt_key_or_none)
-        repeated = beam.pvalue.AsDict(repeated_keys(keys, "Prompt"))
-        split = items | "KeyByPrompt" >> Guarded(
-            beam.ParDo(KeyByPromptFn(rid), repeated), "exact_dedup", rid, (GROUPED,)
+        keyed = items | "KeyByPrompt" >> Guarded(
+            beam.Map(lambda it: (prompt_key(it), it)), "exact_dedup", rid
         )
-        grouped = (
-            split[GROUPED]
+        out = (
+            keyed["ok"]
             | "Group" >> beam.GroupByKey()
             | "KeepFirst" >> Guarded(beam.ParDo(KeepFirstFn(rid)), "exact_dedup", rid)
         )
-        out = (split["ok"], grouped["ok"]) | "Kept" >> beam.Flatten()
-        bad = (split[REJECTED], grouped[REJECTED]) | "Rejected" >> beam.Flatten()
-        return {"ok": out, REJECTED: bad}
-
-
-class KeyByPromptFn(beam.DoFn):
-    """Decide a record whose (family, prompt) key is unique at once (a group of one); tag the
-    others ``grouped`` with their key for ``KeepFirstFn``."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-
-    def process(self, item: Item, repeated: Mapping[str | None, int]) -> Iterator[Any]:
-        key = prompt_key(item)
-        if key in repeated:
-            yield TaggedOutput(GROUPED, (key, item))
-        else:
-            yield from decide_group([item], self.run_id)
+        bad = (keyed[REJECTED], out[REJECTED]) | "Rejected" >> beam.Flatten()
+        return {"ok": out["ok"], REJECTED: bad}

@@ -177,6 +177,15 @@ def read_index_docs(file: str, cfg: DedupConfig) -> Iterator[Doc]:
         yield doc
 
 
+def bucket_keys(doc: Doc) -> list[tuple[tuple[int, int], Key]]:
+    """``((band, hash), node)`` per band, the hash as a signed 64-bit int: Beam's coder writes
+    ints in that range as varints, while a larger one (half of all uint64 hashes) is pickled."""
+    return [((b, h - _TWO_64 if h >= _TWO_63 else h), doc.key) for b, h in enumerate(doc.bands)]
+
+
+_TWO_63, _TWO_64 = 1 << 63, 1 << 64
+
+
 def bucket_pairs(kv: tuple[Any, Iterable[Key]], max_bucket: int) -> Iterator[tuple[Key, Key]]:
     """Candidate pairs of one LSH bucket (index-index pairs are skipped)."""
     members = sorted(set(kv[1]))
@@ -298,7 +307,7 @@ class NearDedup(beam.PTransform):
             docs = (docs, index) | "WithIndex" >> beam.Flatten()
         pairs = (
             docs
-            | "BandKeys" >> beam.FlatMap(lambda d: [((b, h), d.key) for b, h in enumerate(d.bands)])
+            | "BandKeys" >> beam.FlatMap(bucket_keys)
             | "Buckets" >> beam.GroupByKey()
             | "Pairs" >> beam.FlatMap(bucket_pairs, cfg.max_bucket)
             | "DistinctPairs" >> beam.Distinct()

@@ -12,7 +12,6 @@ from tasksieve.transforms.ingest.records import SourceRecord
 from tasksieve.transforms.runtime.common import REJECTED, count, rejected
 from tasksieve.transforms.runtime.deadletter import Guarded
 from tasksieve.transforms.runtime.items import Item, canonical_json, rejection, sha256_text
-from tasksieve.transforms.runtime.split import GROUPED, SplitFn, repeated_keys
 
 
 class ValidateFn(beam.DoFn):
@@ -93,13 +92,8 @@ class FirstOfIdFn(beam.DoFn):
             )
 
 
-def item_id(item: Item) -> str:
-    return item.id
-
-
 class Validate(beam.PTransform):
-    """Schema-check records and enforce unique ids; outputs main and ``rejected``, and
-    ``parsed`` (every record that passed the schema, before the id check)."""
+    """Schema-check records and enforce unique ids; outputs main and ``rejected``."""
 
     def __init__(self, run_id: str) -> None:
         super().__init__()
@@ -108,15 +102,11 @@ class Validate(beam.PTransform):
     def expand(self, records: beam.PCollection) -> dict[str, beam.PCollection]:
         rid = self.run_id
         parsed = records | "Parse" >> Guarded(beam.ParDo(ValidateFn(rid)), "validate", rid)
-        ids = parsed["ok"] | "Ids" >> beam.Map(item_id)
-        split = parsed["ok"] | "SplitById" >> beam.ParDo(
-            SplitFn(item_id), beam.pvalue.AsDict(repeated_keys(ids, "Id"))
-        ).with_outputs(GROUPED, main="single")
-        firsts = (
-            split[GROUPED]
+        unique = (
+            parsed["ok"]
+            | "KeyById" >> beam.Map(lambda it: (it.id, it))
             | "GroupById" >> beam.GroupByKey()
             | "FirstOfId" >> Guarded(beam.ParDo(FirstOfIdFn(rid)), "validate", rid)
         )
-        unique = (split["single"], firsts["ok"]) | "Unique" >> beam.Flatten()
-        bad = (parsed[REJECTED], firsts[REJECTED]) | "Rejected" >> beam.Flatten()
-        return {"ok": unique, REJECTED: bad, "parsed": parsed["ok"]}
+        bad = (parsed[REJECTED], unique[REJECTED]) | "Rejected" >> beam.Flatten()
+        return {"ok": unique["ok"], REJECTED: bad}
