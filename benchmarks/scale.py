@@ -39,7 +39,7 @@ from typing import Any
 
 from benchmarks.scale_corpus import make_corpus, write_corpus
 from benchmarks.scale_project import ORDER, Assumptions, entering, projection
-from benchmarks.timing import command_line, machine_line, run_reported
+from benchmarks.timing import command_line, goal, machine_line, run_reported
 
 REJECTED_AT = {
     "validate": "Validate",
@@ -117,7 +117,9 @@ def child_full(tasks: str, replay: str, out: str, samples: int) -> dict[str, Any
     }
 
 
-def run_child(argv: list[str], saved: Path | None = None) -> dict[str, Any]:
+def run_child(
+    argv: list[str], saved: Path | None = None, root: Path | None = None
+) -> dict[str, Any]:
     """Run ``python -m benchmarks.scale --child ...``; its JSON plus peak tree memory and CPU.
 
     Memory: resident bytes of the child and all its descendants, summed, sampled every 0.1 s.
@@ -125,7 +127,8 @@ def run_child(argv: list[str], saved: Path | None = None) -> dict[str, Any]:
     sample of each; a process living less than one sample counts only once its parent reaps
     it. The child's ``cpu_s`` (its rusage) misses sandbox processes still running at its end.
 
-    With ``saved``: reuse that file's result if it exists, else save the new one there."""
+    With ``saved``: reuse that file's result if it exists, else save the new one there.
+    With ``root``: run that checkout's code (``export_revision``) instead of this one's."""
     import psutil
 
     if saved is not None and saved.exists():
@@ -134,7 +137,10 @@ def run_child(argv: list[str], saved: Path | None = None) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         result_file = fh.name
     cmd = [sys.executable, "-m", "benchmarks.scale", "--child", result_file, *argv]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    env = dict(os.environ)
+    if root is not None:
+        env["PYTHONPATH"] = str(root)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=root, env=env)
     root, peak = psutil.Process(proc.pid), 0
     own, seen, alive = 0.0, {}, set[int]()  # seen: pid -> (parent, CPU with reaped children)
     while proc.poll() is None:
@@ -162,6 +168,34 @@ def run_child(argv: list[str], saved: Path | None = None) -> dict[str, Any]:
     return dict(got)
 
 
+def written_rows(out: Path) -> list[str]:
+    """Every row a host-stage run wrote (any Parquet file below ``out``), as sorted JSON."""
+    import pyarrow.parquet as pq
+
+    rows = [
+        json.dumps(row, sort_keys=True, default=str)
+        for f in sorted(out.rglob("*.parquet"))
+        for row in pq.read_table(f).to_pylist()
+    ]
+    return sorted(rows)
+
+
+def export_revision(rev: str, dest: Path) -> Path:
+    """The files of git revision ``rev`` of this checkout, written once into ``dest/<rev>``
+    (``git archive``; the ``tasksieve/`` links come with it), for a same-run baseline."""
+    out = dest / f"rev-{rev.replace('/', '_')}"
+    if not (out / "benchmarks" / "scale.py").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        repo = Path(__file__).resolve().parents[1]
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", "--format=tar", rev],
+            capture_output=True,
+            check=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out
+
+
 def tree_cpu(seen: dict[int, tuple[int, float]], alive: set[int], root: int) -> float:
     """CPU of the descendants, each counted once: a process that was gone at the last sample
     and whose parent was seen is left out (its parent reaped it, so the parent's figure holds
@@ -182,53 +216,57 @@ def _rate(n: int, s: float) -> str:
 
 
 def report_host(sizes: list[int], runs: dict[int, dict[str, Any]]) -> None:
-    """Per stage: seconds and records/s on Beam and plain at each size; growth vs the first."""
+    """Per stage: seconds and records/s of each way at each size; growth vs the first size;
+    then CPU, memory, and the goals against the plain functions and the ``before`` run."""
+    ways = [w for w in ("before", "beam", "plain") if w in runs[sizes[0]]]
     print("\n## Host-only stages (records/s per stage; growth = rate / rate at the first size)")
-    head = ["stage"] + [f"{w} {n:,}" for n in sizes for w in ("beam", "plain")]
-    print("| " + " | ".join(head) + " | growth beam | growth plain |")
-    print("|" + "---|" * (len(head) + 2))
+    head = ["stage"] + [f"{w} {n:,}" for n in sizes for w in ways]
+    print("| " + " | ".join(head) + " | " + " | ".join(f"growth {w}" for w in ways) + " |")
+    print("|" + "---|" * (len(head) + len(ways)))
     from benchmarks.scale_stages import HOST_STAGES
 
     base = sizes[0]
     for stage in (*HOST_STAGES, "runner", "total"):
         cells, growth = [stage], {}
         for n in sizes:
-            for way in ("beam", "plain"):
+            for way in ways:
                 s = _stage_s(runs[n][way], stage)
                 cells.append(f"{s:.1f} s ({_rate(runs[n][way]['records'], s)}/s)")
                 if n == sizes[-1] and s > 0:
                     s0 = _stage_s(runs[base][way], stage)
                     growth[way] = (n / s) / (base / s0) if s0 > 0 else 0.0
-        print(
-            "| "
-            + " | ".join(cells)
-            + f" | {growth.get('beam', 0):.2f}x | {growth.get('plain', 0):.2f}x |"
-        )
-    print("\n| size | beam wall s | beam peak MB | plain wall s | plain peak MB | beam/plain |")
-    print("|---|---|---|---|---|---|")
+        grown = " | ".join(f"{growth.get(w, 0):.2f}x" for w in ways)
+        print("| " + " | ".join(cells) + f" | {grown} |")
+    print("\n| size | way | wall s | CPU s | records/CPU-s | of plain | peak MB | peak KB/task |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in sizes:
-        b, p = runs[n]["beam"], runs[n]["plain"]
-        print(
-            f"| {n:,} | {b['wall_s']:.1f} | {b['peak_tree_mb']:.0f} | {p['wall_s']:.1f} | "
-            f"{p['peak_tree_mb']:.0f} | {b['wall_s'] / p['wall_s']:.1f}x |"
-        )
-    print("\n| size | beam CPU s | beam records/CPU-s | plain CPU s | plain records/CPU-s |")
-    print("|---|---|---|---|---|")
-    for n in sizes:
-        b, p = runs[n]["beam"], runs[n]["plain"]
-        print(
-            f"| {n:,} | {cpu_of(b):.1f} | {n / cpu_of(b):,.0f} | {cpu_of(p):.1f} | "
-            f"{n / cpu_of(p):,.0f} |"
-        )
+        plain_rate = n / cpu_of(runs[n]["plain"])
+        for way in ways:
+            r = runs[n][way]
+            rate = n / cpu_of(r)
+            print(
+                f"| {n:,} | {way} | {r['wall_s']:.1f} | {cpu_of(r):.1f} | {rate:,.0f} | "
+                f"{rate / plain_rate:.2f}x | {r['peak_tree_mb']:.0f} | "
+                f"{1000 * r['peak_tree_mb'] / n:.1f} |"
+            )
     first, last = sizes[0], sizes[-1]
-    for way in ("beam", "plain"):
+    for way in ways:
         rate0 = first / cpu_of(runs[first][way])
         rate1 = last / cpu_of(runs[last][way])
         print(f"{way}: records per CPU-second at {last:,} / at {first:,}: {rate1 / rate0:.2f}x")
     for n in sizes:
-        b, p = runs[n]["beam"]["reasons"], runs[n]["plain"]["reasons"]
-        same = "same" if b == p else f"differ: beam {b} plain {p}"
-        print(f"rejections per reason at {n:,}: beam {b}; plain {same}")
+        p = runs[n]["plain"]["reasons"]
+        for way in ways[:-1]:
+            b = runs[n][way]["reasons"]
+            same = "same" if b == p else f"differ: {way} {b} plain {p}"
+            print(f"rejections per reason at {n:,}: {way} {b}; plain {same}")
+    last_run = runs[last]
+    if "beam" in last_run and "plain" in last_run:
+        ratio = cpu_of(last_run["plain"]) / cpu_of(last_run["beam"])
+        goal(f"Beam host stages per CPU-second / plain at {last:,}", ratio, 0.7)
+    if "before" in last_run:
+        mem = last_run["beam"]["peak_tree_mb"] / last_run["before"]["peak_tree_mb"]
+        goal(f"peak memory per task, now / before at {last:,}", mem, 0.5, higher=False)
 
 
 def cpu_of(run: dict[str, Any]) -> float:
@@ -279,6 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--reuse", action="store_true", help="reuse results saved in --workdir by earlier runs"
     )
+    ap.add_argument(
+        "--before",
+        metavar="REV",
+        help="also run the host stages on Beam with git revision REV's code (same corpus)",
+    )
     ap.add_argument("--project", type=int, default=10_000_000, help="tasks to project for")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("rest", nargs="*", help=argparse.SUPPRESS)
@@ -295,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.child).write_text(json.dumps(got))
         return 0
     sizes = [int(x) for x in args.tasks.split(",") if x]
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="scale-"))
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="scale-")).resolve()
     print(f"{command_line('benchmarks.scale')}\n{machine_line()}")
     full: dict[str, dict[str, Any]] = {}
     if args.full_per_family:
@@ -318,15 +361,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"corpus {n:,}: planted {corpus.planted}", flush=True)
         del corpus
         host[n] = {}
-        for way in ("plain", "beam"):
+        ways = ["plain", "beam"] + (["before"] if args.before else [])
+        for way in ways:
             if way == "beam" and args.no_beam:
                 host[n][way] = host[n]["plain"]
                 continue
             saved = work / f"host-{way}-{n}.json" if args.reuse else None
-            host[n][way] = run_child([way, tasks, str(work / f"out-{way}-{n}")], saved)
+            root = export_revision(args.before, work) if way == "before" else None
+            mode = "beam" if way == "before" else way
+            argv = [mode, tasks, str(work / f"out-{way}-{n}")]
+            host[n][way] = run_child(argv, saved, root)
             print(f"  {way}: {host[n][way]['wall_s']:.1f} s", flush=True)
     if sizes:
         report_host(sizes, host)
+    for n in sizes if args.before else []:
+        now, then = (written_rows(work / f"out-{w}-{n}") for w in ("beam", "before"))
+        same = "identical" if now == then else f"DIFFER ({len(now)} rows now, {len(then)} before)"
+        print(f"rows written at {n:,}, this checkout vs {args.before}: {same}")
     if host and full:
         print(projection(host[sizes[-1]], sizes[-1], full, Assumptions(tasks=args.project)))
     return 0

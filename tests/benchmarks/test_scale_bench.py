@@ -102,3 +102,30 @@ def test_small_path_beam_and_plain_reject_the_same(
     assert "rejections per reason at 1,000: beam {" in out
     assert "; plain same" in out
     assert "| NearDedup |" in out
+
+
+def test_written_rows_compare_runs_by_content_not_by_shard(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"id": "b", "n": 2}, {"id": "a", "n": 1}]
+    (tmp_path / "one" / "x").mkdir(parents=True)
+    (tmp_path / "two").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "one" / "x" / "p-0.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[:1]), tmp_path / "two" / "p-0.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[1:]), tmp_path / "two" / "p-1.parquet")
+    assert scale.written_rows(tmp_path / "one") == scale.written_rows(tmp_path / "two")
+    assert len(scale.written_rows(tmp_path / "one")) == 2
+
+
+def test_export_revision_writes_that_revision_once(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = Path(scale.__file__).resolve().parents[1]
+    probe = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("not a git checkout: --before needs one")
+    out = scale.export_revision("HEAD", tmp_path)
+    assert (out / "benchmarks" / "scale.py").is_file()
+    assert (out / "tasksieve" / "transforms").is_symlink()
+    assert scale.export_revision("HEAD", tmp_path) == out

@@ -34,7 +34,7 @@ reading are not guarded: a failure there fails the run.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -177,6 +177,15 @@ def read_index_docs(file: str, cfg: DedupConfig) -> Iterator[Doc]:
         yield doc
 
 
+def bucket_keys(doc: Doc) -> list[tuple[tuple[int, int], Key]]:
+    """``((band, hash), node)`` per band, the hash as a signed 64-bit int: Beam's coder writes
+    ints in that range as varints, while a larger one (half of all uint64 hashes) is pickled."""
+    return [((b, h - _TWO_64 if h >= _TWO_63 else h), doc.key) for b, h in enumerate(doc.bands)]
+
+
+_TWO_63, _TWO_64 = 1 << 63, 1 << 64
+
+
 def bucket_pairs(kv: tuple[Any, Iterable[Key]], max_bucket: int) -> Iterator[tuple[Key, Key]]:
     """Candidate pairs of one LSH bucket (index-index pairs are skipped)."""
     members = sorted(set(kv[1]))
@@ -217,38 +226,49 @@ def _best(a: tuple[Key, float], b: tuple[Key, float]) -> tuple[Key, float]:
 
 
 class DecideFn(beam.DoFn):
-    """Emit each item as kept (with findings for the members it absorbed) or rejected."""
+    """Emit each item as kept (with findings for the members it absorbed) or rejected.
+
+    The decisions come as one side input, node -> {"drop", "absorbed", "failed"} lists,
+    holding only nodes of confirmed pairs or failed steps, so the items themselves are never
+    shuffled to meet them."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
 
-    def process(self, kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[Any]:
-        got = kv[1]
-        for item in got["item"]:
-            if got.get("failed"):  # signing it or checking one of its pairs raised
-                yield from reject_records([item], got["failed"][0], self.run_id)
-                continue
-            if got["drop"]:
-                survivor, (nbr, score) = got["drop"][0]
-                from_index = survivor[0] == 0
-                via = "" if nbr == survivor else f" with {nbr[3]}"
-                what = "indexed task" if from_index else "near-duplicate of"
-                yield rejected(
-                    rejection(
-                        stage="near_dedup",
-                        reason="dedup.index" if from_index else "dedup.near",
-                        detail=f"{what} {survivor[3]} (Jaccard {score:.3f}{via})",
-                        run_id=self.run_id,
-                        item=item,
-                    )
-                )
-                continue
-            found = [
-                Finding(kind="near_dup", other_id=k[3], method="minhash", score=round(s, 4))
-                for k, s in sorted(got["absorbed"])
-            ]
-            count("near_dedup.kept")
-            yield replace(item, findings=[*item.findings, *found]) if found else item
+    def process(self, item: Item, decided: Mapping[Key, dict[str, list[Any]]]) -> Iterator[Any]:
+        got = decided.get(node_key(item)) or {}
+        drop, absorbed = got.get("drop", []), got.get("absorbed", [])
+        yield from decide(item, drop, absorbed, got.get("failed", []), self.run_id)
+
+
+def decide(
+    item: Item, drop: list[Any], absorbed: list[Any], failed: list[Fault], run_id: str
+) -> Iterator[Any]:
+    """The item kept (with findings for the members it absorbed) or its rejection."""
+    if failed:  # signing it or checking one of its pairs raised
+        yield from reject_records([item], failed[0], run_id)
+        return
+    if drop:
+        survivor, (nbr, score) = drop[0]
+        from_index = survivor[0] == 0
+        via = "" if nbr == survivor else f" with {nbr[3]}"
+        what = "indexed task" if from_index else "near-duplicate of"
+        yield rejected(
+            rejection(
+                stage="near_dedup",
+                reason="dedup.index" if from_index else "dedup.near",
+                detail=f"{what} {survivor[3]} (Jaccard {score:.3f}{via})",
+                run_id=run_id,
+                item=item,
+            )
+        )
+        return
+    found = [
+        Finding(kind="near_dup", other_id=k[3], method="minhash", score=round(s, 4))
+        for k, s in sorted(absorbed)
+    ]
+    count("near_dedup.kept")
+    yield replace(item, findings=[*item.findings, *found]) if found else item
 
 
 class NearDedup(beam.PTransform):
@@ -287,12 +307,21 @@ class NearDedup(beam.PTransform):
             docs = (docs, index) | "WithIndex" >> beam.Flatten()
         pairs = (
             docs
-            | "BandKeys" >> beam.FlatMap(lambda d: [((b, h), d.key) for b, h in enumerate(d.bands)])
+            | "BandKeys" >> beam.FlatMap(bucket_keys)
             | "Buckets" >> beam.GroupByKey()
             | "Pairs" >> beam.FlatMap(bucket_pairs, cfg.max_bucket)
             | "DistinctPairs" >> beam.Distinct()
         )
-        shingles = docs | "KeyShingles" >> beam.Map(lambda d: (d.key, d.shingles))
+        # only the nodes of a candidate pair need their shingles at the confirmation joins
+        paired = (
+            pairs
+            | "PairNodes" >> beam.FlatMap(lambda ab: [(ab[0], True), (ab[1], True)])
+            | "DistinctNodes" >> beam.CombinePerKey(any)
+        )
+        shingles = docs | "KeyShingles" >> beam.FlatMap(
+            lambda d, nodes: [(d.key, d.shingles)] if d.key in nodes else [],
+            beam.pvalue.AsDict(paired),
+        )
         edges = (
             {
                 "sh": shingles,
@@ -336,15 +365,15 @@ class NearDedup(beam.PTransform):
             )
         )
         absorbed = drops | "Absorbed" >> beam.MapTuple(lambda node, d: (d[0], (node, d[1][1])))
-        out = (
-            {
-                "item": items | "KeyItems" >> beam.Map(lambda it: (node_key(it), it)),
-                "drop": drops,
-                "absorbed": absorbed,
-                "failed": failed,
-            }
-            | "JoinDecisions" >> beam.CoGroupByKey()
-            | "Decide" >> Guarded(beam.ParDo(DecideFn(self.run_id)), "near_dedup", self.run_id)
+        decided = {
+            "drop": drops,
+            "absorbed": absorbed,
+            "failed": failed,
+        } | "JoinDecisions" >> beam.CoGroupByKey()
+        out = items | "Decide" >> Guarded(
+            beam.ParDo(DecideFn(self.run_id), beam.pvalue.AsDict(decided)),
+            "near_dedup",
+            self.run_id,
         )
         return out
 
