@@ -25,14 +25,12 @@ file, and processes started by one exec are still running at the next.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import secrets
 import shlex
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +43,8 @@ from tasksieve.verifiers.sandbox.workspace import (
     WorkspaceSpec,
 )
 from tasksieve.verifiers.service.guest.session_exec import RESERVED
-from tasksieve.verifiers.service.sessions import Command, ExecResult, SessionError
+from tasksieve.verifiers.service.registry import SessionError, SessionRegistry
+from tasksieve.verifiers.service.sessions import Command, ExecResult
 
 STDIN_NAME = ".tasksieve_stdin"
 HIDDEN = (*RESERVED, STDIN_NAME)
@@ -80,7 +79,7 @@ class LiveSession:
         return min(left, self.ttl_s - (time.monotonic() - self.last_used))
 
 
-class LiveSessionStore:
+class LiveSessionStore(SessionRegistry[LiveSession]):
     """Creates, finds, runs and reaps live sessions over one sandbox's workspaces."""
 
     live = True
@@ -88,16 +87,12 @@ class LiveSessionStore:
     def __init__(
         self, sandbox: Sandbox, max_sessions: int, max_bytes: int, lifetime_s: float
     ) -> None:
+        super().__init__()
         self.sandbox, self.max_sessions, self.max_bytes = sandbox, max_sessions, max_bytes
         self.lifetime_s = lifetime_s
         self._empty = tempfile.TemporaryDirectory(prefix="tasksieve-live-")
         Path(self._empty.name).chmod(0o555)
-        self._sessions: dict[str, LiveSession] = {}
-        self._lock = threading.Lock()
         self._pending = 0
-
-    def __len__(self) -> int:
-        return len(self._sessions)
 
     def _spec(self, limits: Limits, ttl_s: float, lifetime_s: float) -> WorkspaceSpec:
         return WorkspaceSpec(
@@ -133,31 +128,6 @@ class LiveSessionStore:
             self._sessions[session.id] = session
         return session
 
-    def get(self, sid: str) -> LiveSession:
-        with self._lock:
-            session = self._live(sid)
-            session.last_used = time.monotonic()
-            return session
-
-    @contextlib.contextmanager
-    def use(self, sid: str) -> Iterator[LiveSession]:
-        """The session ``sid``, held in use (never reaped for idleness) until the block ends."""
-        with self._lock:
-            session = self._live(sid)
-            session.in_use += 1
-        try:
-            yield session
-        finally:
-            with self._lock:
-                session.in_use -= 1
-                session.last_used = time.monotonic()
-
-    def _live(self, sid: str) -> LiveSession:
-        session = self._sessions.get(sid)
-        if session is None or session.closed or session.expires_in <= 0:
-            raise SessionError(f"no session {sid!r} (never created, deleted or expired)", 404)
-        return session
-
     def delete(self, sid: str) -> bool:
         """End ``sid``: every process in it is killed and its layer dropped."""
         with self._lock:
@@ -167,12 +137,6 @@ class LiveSessionStore:
         session.closed = True
         session.ws.close()  # kills a command in flight too; its exec answers "session"
         return True
-
-    def reap(self) -> list[str]:
-        """End every session past its idle TTL or lifetime, or whose workspace is gone."""
-        with self._lock:
-            expired = [s.id for s in self._sessions.values() if s.expires_in <= 0]
-        return [sid for sid in expired if self.delete(sid)]
 
     def close(self) -> None:
         for sid in list(self._sessions):

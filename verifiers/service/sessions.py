@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import json
 import os
 import secrets
@@ -38,7 +37,6 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -47,16 +45,9 @@ from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox
 from tasksieve.verifiers.sandbox.guest import bundle
 from tasksieve.verifiers.sandbox.support import check_name
 from tasksieve.verifiers.service.guest import session_exec as guest
+from tasksieve.verifiers.service.registry import SessionError, SessionRegistry
 
 GUEST_SOURCE = bundle(guest.__file__)
-
-
-class SessionError(Exception):
-    """A request about a session that cannot be honoured (unknown id, bad name, too big)."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass
@@ -108,22 +99,18 @@ class ExecResult:
     files_kept: bool  # False when the run died before packing its files (limit hit)
 
 
-class SessionStore:
+class SessionStore(SessionRegistry[Session]):
     """Creates, finds, runs and reaps sessions over one sandbox."""
 
     live = False
 
     def __init__(self, sandbox: Sandbox, max_sessions: int, max_bytes: int) -> None:
+        super().__init__()
         self.sandbox = sandbox
         self.max_sessions = max_sessions
         self.max_bytes = max_bytes
         self._base = Path(tempfile.mkdtemp(prefix="tasksieve-sessions-"))
         os.chmod(self._base, 0o700)
-        self._sessions: dict[str, Session] = {}
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._sessions)
 
     def create(self, limits: Limits, ttl_s: float, lifetime_s: float | None = None) -> Session:
         """A new session (``lifetime_s`` is ignored: a packed session holds no process)."""
@@ -137,32 +124,6 @@ class SessionStore:
             self._sessions[sid] = session
             return session
 
-    def get(self, sid: str) -> Session:
-        """The live session ``sid`` (a call on it: its idle time starts again)."""
-        with self._lock:
-            session = self._live(sid)
-            session.last_used = time.monotonic()
-            return session
-
-    @contextlib.contextmanager
-    def use(self, sid: str) -> Iterator[Session]:
-        """The session ``sid``, held in use (never reaped) until the block ends."""
-        with self._lock:
-            session = self._live(sid)
-            session.in_use += 1
-        try:
-            yield session
-        finally:
-            with self._lock:
-                session.in_use -= 1
-                session.last_used = time.monotonic()
-
-    def _live(self, sid: str) -> Session:
-        session = self._sessions.get(sid)
-        if session is None or session.closed or session.expires_in <= 0:
-            raise SessionError(f"no session {sid!r} (never created, deleted or expired)", 404)
-        return session
-
     def delete(self, sid: str) -> bool:
         with self._lock:
             session = self._sessions.pop(sid, None)
@@ -172,12 +133,6 @@ class SessionStore:
             session.closed = True
             shutil.rmtree(session.root, ignore_errors=True)
         return True
-
-    def reap(self) -> list[str]:
-        """Delete every session idle past its TTL (none in use); returns their ids."""
-        with self._lock:
-            expired = [s.id for s in self._sessions.values() if s.expires_in <= 0]
-        return [sid for sid in expired if self.delete(sid)]
 
     def close(self) -> None:
         for sid in list(self._sessions):
