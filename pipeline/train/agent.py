@@ -32,10 +32,17 @@ from typing import Any
 
 from tasksieve.pipeline.flags.agent import agent_config
 from tasksieve.pipeline.flags.repo import snapshot_store
-from tasksieve.pipeline.train.curriculum import schedule
 from tasksieve.pipeline.train.data import TrainInputError
 from tasksieve.pipeline.train.exits import EXIT_INFRA, EXIT_OK, EXIT_USAGE
-from tasksieve.pipeline.train.run import LINEAGE_FILE, METRICS_FILE, Plan, _settings, lineage, plan
+from tasksieve.pipeline.train.run import (
+    LINEAGE_FILE,
+    METRICS_FILE,
+    Plan,
+    _settings,
+    lineage,
+    plan,
+    task_order,
+)
 from tasksieve.transforms.agent.config import AgentConfig
 
 
@@ -133,14 +140,7 @@ def _train(
         torch.set_num_threads(args.cpu_threads)
     model_dir = p.model_dir or ensure_default_model()
     model_id = str(p.model_dir) if p.model_dir else DEFAULT_MODEL_ID
-    order = schedule(
-        [t.pass_rate for t in p.tasks],
-        settings.prompts_needed,
-        args.curriculum,
-        args.seed,
-        args.curriculum_floor,
-        [p.family_weights.get(t.task.family, 1.0) for t in p.tasks] if p.family_weights else None,
-    )
+    order = task_order(p, args, settings)
     rows = [{"prompt": user_message(p.tasks[i].task), "task_id": p.tasks[i].task.id} for i in order]
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)

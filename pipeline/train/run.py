@@ -219,6 +219,18 @@ def _settings(args: argparse.Namespace, output: Path) -> Any:
     )
 
 
+def task_order(p: Plan, args: argparse.Namespace, settings: Any) -> list[int]:
+    """Which task each prompt of the run is (indexes into ``p.tasks``), by the curriculum."""
+    return schedule(
+        [t.pass_rate for t in p.tasks],
+        settings.prompts_needed,
+        args.curriculum,
+        args.seed,
+        args.curriculum_floor,
+        [p.family_weights.get(t.task.family, 1.0) for t in p.tasks] if p.family_weights else None,
+    )
+
+
 def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> int:
     import datasets
     import torch
@@ -238,14 +250,7 @@ def _train(p: Plan, args: argparse.Namespace, settings: Any, reward_fn: Any) -> 
         torch.set_num_threads(args.cpu_threads)
     model_dir = p.model_dir or ensure_default_model()
     model_id = str(p.model_dir) if p.model_dir else DEFAULT_MODEL_ID
-    order = schedule(
-        [t.pass_rate for t in p.tasks],
-        settings.prompts_needed,
-        args.curriculum,
-        args.seed,
-        args.curriculum_floor,
-        [p.family_weights.get(t.task.family, 1.0) for t in p.tasks] if p.family_weights else None,
-    )
+    order = task_order(p, args, settings)
     dataset = datasets.Dataset.from_list(prompt_rows(p.tasks, order))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
