@@ -94,10 +94,15 @@ def start(port: int, workers: int, journal: Path | None = None) -> subprocess.Po
     argv += ["--port", str(port), "--workers", str(workers), "--max-queue", "1024"]
     if journal is not None:
         argv += ["--journal", str(journal)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return launch(argv, port, "the")
+
+
+def launch(argv: list[str], port: int, what: str) -> subprocess.Popen[bytes]:
+    """Start the server ``argv`` (this checkout first on the path); wait for its /healthz."""
     import httpx
 
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(600):
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
@@ -105,7 +110,7 @@ def start(port: int, workers: int, journal: Path | None = None) -> subprocess.Po
         except httpx.TransportError:
             time.sleep(0.1)
     proc.kill()
-    raise RuntimeError("server did not start")
+    raise RuntimeError(f"{what} server did not start")
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:

@@ -17,33 +17,21 @@ round, median over rounds.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 
+from benchmarks.service_load import launch
 from benchmarks.timing import overloaded, run_reported
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def start(mode: str, port: int) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "tasksieve.pipeline.cli", "serve", "--insecure-no-auth"]
     argv += ["--port", str(port), "--workers", "2", "--session-mode", mode]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(600):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"the {mode} server did not start")
+    return launch(argv, port, f"the {mode}")
 
 
 def session(client: httpx.Client, files: int, size: int) -> str:
