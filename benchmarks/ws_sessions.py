@@ -146,15 +146,16 @@ def bench_idle(sb: ProcessSandbox, repo: Path, n: int) -> None:
             list(ex.map(lambda s: s.close(), sessions))
 
 
-MARK = b"Guest: set up one workspace session"  # in the argv of a session's bwrap and agent
+# in the argv of a session's bwrap and agent: the guest's source, or the loader of its code
+MARKS = (b"Guest: set up one workspace session", b"c=marshal.loads(os.pread(f,")
 
 
 @dataclass(frozen=True)
 class Census:
     """This run's sessions as the kernel shows them: processes (a session's bubblewrap and
-    agent, which carry ``MARK`` in their argv and descend from this process, and every process
-    in an agent's pid namespace), their pid and mount namespaces and memory cgroups, the host's
-    mount table, and all processes on the machine (other work included)."""
+    agent, which carry one of ``MARKS`` in their argv and descend from this process, and every
+    process in an agent's pid namespace), their pid and mount namespaces and memory cgroups,
+    the host's mount table, and all processes on the machine (other work included)."""
 
     machine: int
     procs: frozenset[int]
@@ -172,7 +173,8 @@ def _census(known: Census | None = None) -> Census:
         if p.name.isdigit():
             try:
                 ppid = int((p / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
-                marked = MARK in (p / "cmdline").read_bytes()
+                cmdline = (p / "cmdline").read_bytes()
+                marked = any(m in cmdline for m in MARKS)
                 info[int(p.name)] = (ppid, marked, os.readlink(p / "ns/pid"),
                                      os.readlink(p / "ns/mnt"))  # fmt: skip
             except (OSError, IndexError, ValueError):

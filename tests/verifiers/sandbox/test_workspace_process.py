@@ -184,3 +184,15 @@ def test_prestarted_sessions_are_fresh(box: ProcessSandbox, snapshot: Path) -> N
         assert second.exec("pwd").stdout == b"/workspace\n"
     finally:
         second.close()
+
+
+def test_the_guest_is_sent_compiled_only_to_this_interpreter() -> None:
+    """marshal's format is the interpreter's own: another interpreter gets the source."""
+    import marshal
+    import sys
+
+    from tasksieve.verifiers.sandbox.process import workspace as wsmod
+
+    code = wsmod._compiled_guest(sys.executable)
+    assert code is not None and marshal.loads(code).co_filename == "wsinit"
+    assert wsmod._compiled_guest("/bin/sh") is None

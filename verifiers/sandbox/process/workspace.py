@@ -34,9 +34,12 @@ caller's stay read-only in the workspace.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import marshal
 import os
 import subprocess
+import sys
 import time
 from typing import Any
 
@@ -119,7 +122,39 @@ def _config(setup: ColdSetup, spec: WorkspaceSpec, uid: int | None) -> dict[str,
     }
 
 
-def _bwrap_argv(setup: ColdSetup, cfg: dict[str, Any], cfg_fd: int, info_fd: int) -> list[str]:
+# Loads the guest from a code fd (argv[2]) compiled on the host, then runs it as __main__.
+_LOADER = (
+    "import marshal,os,sys\n"
+    "f=int(sys.argv.pop(2))\n"
+    "c=marshal.loads(os.pread(f,os.fstat(f).st_size,0))\n"
+    "os.close(f)\n"
+    "del f,marshal\n"
+    "exec(c)\n"
+)
+
+
+@functools.lru_cache(maxsize=4)
+def _compiled_guest(python: str) -> bytes | None:
+    """The guest's code object, marshalled, when ``python`` is this interpreter (marshal's
+    format is the interpreter's own); None otherwise, and the guest is sent as source.
+
+    Compiling the 40 kB guest in every session cost each one about 6 ms and 1.4 MB of heap
+    that the interpreter keeps (measured: private memory of the guest 7.9 MB from source
+    against 6.5 MB from the marshalled code)."""
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        return None
+    return marshal.dumps(compile(WSINIT, "wsinit", "exec", dont_inherit=True))
+
+
+def _guest_argv(setup: ColdSetup, cfg_fd: int, code_fd: int) -> list[str]:
+    if code_fd < 0:
+        return [setup.python, "-I", "-S", "-c", WSINIT, str(cfg_fd)]
+    return [setup.python, "-I", "-S", "-c", _LOADER, str(cfg_fd), str(code_fd)]
+
+
+def _bwrap_argv(
+    setup: ColdSetup, cfg: dict[str, Any], cfg_fd: int, info_fd: int, code_fd: int = -1
+) -> list[str]:
     assert setup.tools.bwrap
     ns = ["--unshare-all", "--uid", "0", "--gid", "0"]  # root of its user namespace
     if setup.root:
@@ -134,17 +169,17 @@ def _bwrap_argv(setup: ColdSetup, cfg: dict[str, Any], cfg_fd: int, info_fd: int
         "--die-with-parent", "--new-session", *binds,
         "--dir", WORKSPACE_ROOT, "--dir", "/tmp", "--proc", "/proc", "--dev", "/dev",
         "--chdir", "/", "--clearenv", "--setenv", "PATH", PATH,
-        "--", setup.python, "-I", "-S", "-c", WSINIT, str(cfg_fd),
+        "--", *_guest_argv(setup, cfg_fd, code_fd),
     ]  # fmt: skip
 
 
-def _unshare_argv(setup: ColdSetup, uid: int | None, cfg_fd: int) -> list[str]:
+def _unshare_argv(setup: ColdSetup, uid: int | None, cfg_fd: int, code_fd: int = -1) -> list[str]:
     assert setup.tools.pdeathsig and setup.tools.unshare
     user = [] if uid is not None or setup.root else ["--user", "--map-root-user"]
     return [
         setup.tools.pdeathsig, "--pdeathsig", "KILL", "--",
         setup.tools.unshare, *user, "--mount", "--pid", "--net", "--ipc", "--uts", "--fork",
-        "--kill-child", "--", setup.python, "-I", "-S", "-c", WSINIT, str(cfg_fd),
+        "--kill-child", "--", *_guest_argv(setup, cfg_fd, code_fd),
     ]  # fmt: skip
 
 
@@ -160,12 +195,17 @@ def open_process_workspace(setup: ColdSetup, spec: WorkspaceSpec) -> GuestSessio
         cfg_fd = os.memfd_create("workspace-config")
         keep.append(cfg_fd)
         os.write(cfg_fd, json.dumps(cfg).encode())
+        code, code_fd = _compiled_guest(setup.python), -1
+        if code is not None:
+            code_fd = os.memfd_create("workspace-guest")
+            keep.append(code_fd)
+            os.write(code_fd, code)
         if setup.method == "bwrap":
             info_r, info_w = os.pipe()
             keep.append(info_w)
-            argv = _bwrap_argv(setup, cfg, cfg_fd, info_w)
+            argv = _bwrap_argv(setup, cfg, cfg_fd, info_w, code_fd)
         else:
-            argv = _unshare_argv(setup, uid, cfg_fd)
+            argv = _unshare_argv(setup, uid, cfg_fd, code_fd)
         popen = KEEPER.popen(
             argv,
             stdin=subprocess.PIPE,
