@@ -17,7 +17,6 @@ steps' sandbox time to the verification's.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +24,6 @@ import apache_beam as beam
 
 from tasksieve.transforms.agent.config import AgentConfig
 from tasksieve.transforms.agent.episode import Episode
-from tasksieve.transforms.agent.rows import rollout_row, trajectory_rows
 from tasksieve.transforms.agent.stage import TRAJECTORIES, AgentEpisodesFn
 from tasksieve.transforms.algorithms.stats import BandConfig
 from tasksieve.transforms.rollouts.rounds import ROLLOUTS
@@ -45,20 +43,10 @@ class EvalAgentFn(AgentEpisodesFn):
         super().__init__(sampler, agent, sandbox, run_id, BandConfig())
 
     def _emit(self, item: Item, episodes: list[Episode]) -> Iterator[Any]:
-        policy = self.policy
-        for ending, n in Counter(e.ending for e in episodes).items():
-            count(f"agent.ending.{ending}", n)
-        count("agent.episodes", len(episodes))
-        count("agent.steps", sum(len(e.steps) for e in episodes))
-        for e in episodes:
-            for row in trajectory_rows(e, self.run_id, policy.model_id, item.reference_s):
-                yield beam.pvalue.TaggedOutput(TRAJECTORIES, row)
-            row = rollout_row(e, self.run_id, policy.model_id, policy.name, item.reference_s)
-            yield beam.pvalue.TaggedOutput(ROLLOUTS, row)
-        failed = [e for e in episodes if e.ending == "policy_error"]
-        if failed:
-            detail = failed[0].verdict.detail if failed[0].verdict else "policy error"
-            yield self._reject(item, "rollouts", "rollouts.sampler_error", detail)
+        yield from self._episode_rows(item, episodes)
+        failure = self._policy_failure(item, episodes)
+        if failure is not None:
+            yield failure
             return
         lost = [e for e in episodes if e.verdict is None or e.verdict.status == "infra_error"]
         if lost:

@@ -126,23 +126,35 @@ class AgentEpisodesFn(SandboxDoFn):
         for i, item in enumerate(ready):
             yield from self._emit(item, episodes[i * k : (i + 1) * k])
 
-    def _emit(self, item: Item, episodes: list[Episode]) -> Iterator[Any]:
-        policy, k = self.policy, self.sampler.samples
-        endings = Counter(e.ending for e in episodes)
-        for ending, n in endings.items():
+    def _episode_rows(self, item: Item, episodes: list[Episode]) -> Iterator[Any]:
+        """Count the episodes' endings and steps; each one's trajectory and rollout rows."""
+        policy = self.policy
+        for ending, n in Counter(e.ending for e in episodes).items():
             count(f"agent.ending.{ending}", n)
         count("agent.episodes", len(episodes))
         count("agent.steps", sum(len(e.steps) for e in episodes))
         for e in episodes:
-            count(f"verify.{e.verdict.status if e.verdict else 'infra_error'}")
             for row in trajectory_rows(e, self.run_id, policy.model_id, item.reference_s):
                 yield beam.pvalue.TaggedOutput(TRAJECTORIES, row)
             row = rollout_row(e, self.run_id, policy.model_id, policy.name, item.reference_s)
             yield beam.pvalue.TaggedOutput(ROLLOUTS, row)
+
+    def _policy_failure(self, item: Item, episodes: list[Episode]) -> Any | None:
+        """The task's rejection when the policy (the sampler) failed in some episode."""
         failed = [e for e in episodes if e.ending == "policy_error"]
-        if failed:
-            detail = failed[0].verdict.detail if failed[0].verdict else "policy error"
-            yield self._reject(item, "rollouts", "rollouts.sampler_error", detail)
+        if not failed:
+            return None
+        detail = failed[0].verdict.detail if failed[0].verdict else "policy error"
+        return self._reject(item, "rollouts", "rollouts.sampler_error", detail)
+
+    def _emit(self, item: Item, episodes: list[Episode]) -> Iterator[Any]:
+        policy, k = self.policy, self.sampler.samples
+        for e in episodes:
+            count(f"verify.{e.verdict.status if e.verdict else 'infra_error'}")
+        yield from self._episode_rows(item, episodes)
+        failure = self._policy_failure(item, episodes)
+        if failure is not None:
+            yield failure
             return
         scored, why = score_task(item, episodes, k, policy.model_id, self.band)
         if scored is None:
