@@ -81,6 +81,18 @@ def survivors(mark: str, within: float) -> list[int]:
     return found
 
 
+def at_least(mark: str, n: int, within: float) -> list[int]:
+    """``marked(mark)`` once it holds ``n`` pids, or when ``within`` seconds have passed.
+
+    Runs start asynchronously: without a warm fork server each one sets up its namespaces
+    and starts an interpreter first, which on a busy machine takes well over a second.
+    """
+    end = time.monotonic() + within
+    while len(found := marked(mark)) < n and time.monotonic() < end:
+        time.sleep(0.05)
+    return found
+
+
 def cleanup(marks: list[str]) -> None:
     """SIGKILL every process carrying one of ``marks`` (what a failed test left running)."""
     for mark in marks:

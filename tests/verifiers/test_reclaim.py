@@ -28,6 +28,7 @@ from tests.verifiers.reclaim_util import (
     KINDS,
     SLEEPERS_THEN,
     SPIN_WITH_CHILDREN,
+    at_least,
     command,
     descendants,
     marked,
@@ -225,8 +226,7 @@ def test_nothing_survives_a_killed_host(tmp_path):
         try:
             assert host.stdout is not None
             servers = json.loads(host.stdout.readline() or "[]")
-            survivors(marker(), 1.0)
-            running = marked(mark)
+            running = at_least(mark, 6, 60.0)  # every run started, however slow the start
             tree = [p for s in servers for p in descendants(s)]
         finally:
             host.kill()
