@@ -25,13 +25,25 @@ episode's diff shows the patched file; a wrong one makes the exit status 1.
 
     python -m benchmarks.agent_episodes                 # 1, 8, 64 episodes; three setups
     python -m benchmarks.agent_episodes --quick         # 1 and 4; a minute or so
+    python -m benchmarks.agent_episodes --setups process --before REV   # now vs REV
+
+``--before REV`` adds ``process before``: the process setup of git revision ``REV`` of this
+checkout (exported with ``git archive``), run by that revision's own copy of this script in a
+child process, one level at a time right after this checkout's run of the same level, so that
+both see the same machine; the summary prints now / before for steps per second and CPU per
+step at each level.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from benchmarks.agent_steps import DockerExec, Metered, Ours, Run, load_task, timed_level
 from benchmarks.timing import command_line, goal, machine_line, run_reported
@@ -42,10 +54,15 @@ Go = Callable[[int, int], list[str]]
 
 
 def measure(
-    name: str, go: Go, levels: list[int], floor: int, meter: Metered | None = None
+    name: str,
+    go: Go,
+    levels: list[int],
+    floor: int,
+    meter: Metered | None = None,
+    warm: bool = True,
 ) -> list[Run]:
-    """One warm-up episode, then each level; prints a row per level."""
-    problems = go(1, 1)
+    """One warm-up episode (unless ``warm`` is false), then each level; a row per level."""
+    problems = go(1, 1) if warm else []
     if problems:
         print(f"  {name}: warm-up episode went wrong: {problems[0]}")
     runs = []
@@ -71,6 +88,45 @@ def measure(
 
 
 STEPS = 6
+ROW = re.compile(r"^\| process \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| "
+                 r"([\d.]+|not counted) \| (\d+) \|$", re.M)  # fmt: skip
+
+
+def export_revision(rev: str, dest: Path) -> Path:
+    """The files of git revision ``rev`` of this checkout under ``dest`` (``git archive``)."""
+    repo = Path(__file__).resolve().parents[1]
+    tar = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", rev],
+                         capture_output=True, check=True).stdout  # fmt: skip
+    out = dest / "before"
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(out)], input=tar, check=True)
+    return out
+
+
+def before_go(root: Path, floor: int) -> Callable[[int], Run]:
+    """One level of the process setup run by the checkout at ``root`` (its own warm-up)."""
+
+    def level_run(level: int) -> Run:
+        cmd = [sys.executable, "-m", "benchmarks.agent_episodes", "--setups", "process",
+               "--levels", str(level), "--episodes", str(floor)]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
+                              timeout=1800)  # fmt: skip
+        rows = [m for m in ROW.finditer(done.stdout) if int(m.group(1)) == level]
+        if not rows:
+            raise RuntimeError(f"the before run printed no row for {level}: {done.stdout[-600:]}"
+                               f"{done.stderr[-600:]}")  # fmt: skip
+        m = rows[-1]
+        eps, rate, cpu_ep = int(m.group(2)), float(m.group(3)), float(m.group(4))
+        box = None if m.group(6) == "not counted" else float(m.group(6)) * eps
+        problems = [f"{m.group(7)} wrong episodes"] if int(m.group(7)) else []
+        run = Run("process before", level, eps, eps * STEPS, eps * STEPS / rate, cpu_ep * eps,
+                  problems, box)  # fmt: skip
+        print(f"| process before | {level} | {eps} | {rate:.1f} | {cpu_ep:.3f} | "
+              f"{run.cpu_ms_per_step:.1f} | {m.group(6)} | {m.group(7)} |", flush=True)  # fmt: skip
+        return run
+
+    return level_run
 
 
 def ours_go(sandbox: Sandbox) -> tuple[Ours, Go]:
@@ -85,8 +141,17 @@ def ours_go(sandbox: Sandbox) -> tuple[Ours, Go]:
 
 def summary(runs: dict[str, list[Run]], levels: list[int]) -> None:
     base = {r.level: r for r in runs.get("docker exec", [])}
+    then = {r.level: r for r in runs.get("process before", [])}
+    for r in runs.get("process", []):
+        b = then.get(r.level)
+        if b is not None:
+            print(
+                f"process now / before at {r.level} at once: steps/s "
+                f"{r.steps_per_s / b.steps_per_s:.2f}x, CPU per step {r.cpu_ms_per_step:.1f} "
+                f"vs {b.cpu_ms_per_step:.1f} ms ({r.cpu_ms_per_step / b.cpu_ms_per_step:.2f})"
+            )
     for name, rows in runs.items():
-        if name == "docker exec":
+        if name in ("docker exec", "process before"):
             continue
         for r in rows:
             b = base.get(r.level)
@@ -116,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--setups", default="process,docker,docker exec")
     ap.add_argument("--quick", action="store_true", help="levels 1 and 4, 2 episodes at least")
     ap.add_argument("--model-share", action="store_true", help="also sandbox vs model time")
+    ap.add_argument("--before", metavar="REV", help="also the process setup of git REV")
     a = ap.parse_args(argv)
     levels = [1, 4] if a.quick else [int(x) for x in a.levels.split(",")]
     floor = 2 if a.quick else a.episodes
@@ -146,7 +212,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         try:
             ours, go = ours_go(sandbox)
-            runs[name] = measure(name, go, levels, floor, ours.meter)
+            if name == "process" and a.before:
+                runs[name], runs["process before"] = [], []
+                with tempfile.TemporaryDirectory(prefix="agent-before-") as tmp:
+                    level_before = before_go(export_revision(a.before, Path(tmp)), floor)
+                    for i, level in enumerate(levels):  # now, then before, level by level
+                        runs[name] += measure(name, go, [level], floor, ours.meter, warm=i == 0)
+                        runs["process before"].append(level_before(level))
+            else:
+                runs[name] = measure(name, go, levels, floor, ours.meter)
         finally:
             sandbox.close()
     summary(runs, levels)

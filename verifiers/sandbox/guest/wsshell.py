@@ -3,14 +3,16 @@
 Standard library only (inlined into the guest agent). The agent may be pid 1 of its pid
 namespace, so it reaps every child itself (``Children``) and waits on pidfds, never through
 ``subprocess``. ``Shell`` is one ``bash --noprofile --norc`` with job control on (``set -m``),
-so each background job has a process group of its own. A command is sent as
-``eval $'...'`` with stdin from /dev/null, so a syntax error or a command reading stdin cannot
-eat the next one; after it the shell reports its status, its background jobs' process groups
-and its working directory on a private status pipe. A command over its wall time or output cap
-is stopped by killing every process group of the shell's session except those background
-jobs, the shell included; the next command then starts a new shell in the last working
-directory (exported variables of the old shell are lost then). A shell that exits (``exit``,
-``kill $$``) is replaced the same way at the next command.
+so each background job has a process group of its own. A command is sent as ``eval '...'``
+(one single-quoted word: bash reads a script from a pipe one byte at a time, so the word is
+kept as short as the command allows) with stdin from /dev/null, so a syntax error or a command
+reading stdin cannot eat the next one; after it the shell reports its status, its background
+jobs' process groups and its working directory on a private status pipe, with builtins only
+(no subshell, so no fork per command beyond the command's own). A command over its wall time
+or output cap is stopped by killing every process group of the shell's session except those
+background jobs, the shell included; the next command then starts a new shell in the last
+working directory (exported variables of the old shell are lost then). A shell that exits
+(``exit``, ``kill $$``) is replaced the same way at the next command.
 
 ``start_fresh`` forks a process outside the shell (same drop to the unprivileged user); when
 it ends, or its time runs out, everything left in its session is killed.
@@ -75,9 +77,25 @@ def kill_groups(groups: set[int]) -> None:
 
 
 def bash_quote(text: str) -> str:
-    """``text`` as a bash ``$'...'`` word: every byte but a few safe ones as ``\\xHH``."""
+    """``text`` as one bash word: single-quoted (every byte literal; a ``'`` as ``'\\''``),
+    or, for text holding a NUL (which no shell word can), a ``$'...'`` word of ``\\xHH``
+    escapes, which bash cuts at the NUL as it would any other way of passing it."""
+    if "\0" not in text:
+        return "'" + text.replace("'", "'\\''") + "'"
     safe = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-./=:,"
     return "$'" + "".join(chr(b) if b in safe else f"\\x{b:02x}" for b in text.encode()) + "'"
+
+
+# After each command: its status, then its background jobs (``jobs -p``, one per line) and its
+# working directory, on fd 3, as ``JOBS \x1f RC \x1f PWD \x1e \n``; a group, not a subshell.
+_STATUS = '__ts_rc=$?; { jobs -p; printf \'\\037%s\\037%s\\036\\n\' "$__ts_rc" "$PWD"; } >&3\n'
+_END = b"\x1e\n"
+
+
+def parse_status(status: bytes) -> tuple[int, set[int], str]:
+    """(exit code, background jobs' process groups, working directory) of a status report."""
+    jobs, rc, cwd = status[: -len(_END)].decode(errors="replace").split("\x1f", 2)
+    return int(rc), {int(j) for j in jobs.split() if j.isdigit()}, cwd
 
 
 def _fork(
@@ -215,17 +233,14 @@ class Shell:
         output.drain()  # what background jobs wrote since the last command is theirs
         output.fds = {self.out_r: bytearray(), self.err_r: bytearray(note)}
         status = bytearray()
-        self._send(
-            f"eval {bash_quote(cmd)} </dev/null 3>&-; __ts_rc=$?; __ts_j=$(jobs -p); "
-            'printf \'%s|%s|%s\\n\' "$__ts_rc" "${__ts_j//$\'\\n\'/,}" "$PWD" >&3\n'
-        )
+        self._send(f"eval {bash_quote(cmd)} </dev/null 3>&-; {_STATUS}")
         code: list[int | None] = [None]
 
         def done(fd: int) -> bool:
             if fd == self.st_r:
                 with contextlib.suppress(BlockingIOError):
                     status.extend(os.read(self.st_r, _READ))
-                return status.endswith(b"\n")
+                return status.endswith(_END)
             self.kids.reap()
             if self.kids.status.get(self.pid) is None:
                 return False
@@ -241,10 +256,9 @@ class Shell:
             died = code[0] if code[0] is None or code[0] >= 0 else 128 - code[0]
             self.note = f"[the shell exited ({died}); a new one starts here]\n".encode()
             return {"exit": died, "out": out, "err": err, "ended": None}
-        rc, jobs, cwd = status.decode(errors="replace").rstrip("\n").split("|", 2)
-        self.jobs = {int(j) for j in jobs.split(",") if j.strip().isdigit()}
+        rc, self.jobs, cwd = parse_status(bytes(status))
         self.cwd = cwd or self.cwd
-        return {"exit": int(rc), "out": out, "err": err, "ended": None}
+        return {"exit": rc, "out": out, "err": err, "ended": None}
 
 
 def run_fresh(

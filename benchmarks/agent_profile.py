@@ -1,0 +1,263 @@
+"""Where a process-backend agent step's CPU goes: the command's own, the sandbox's per step, and
+the per-episode fixed costs (session open and close, the final diff) spread over the steps.
+
+Each part is measured alone, on the workload of ``benchmarks.agent_steps`` (one shipped repo
+task, six actions), in one process, one session at a time:
+
+- **command alone**: each action run by ``bash -c`` in a fresh copy of the repository on the
+  host, no sandbox (the CPU of the processes it starts, read from ``RUSAGE_CHILDREN``), less
+  the CPU of ``bash -c :`` (the extra bash that ``bash -c`` costs and the session's shell does
+  not);
+- **per step, in the session**: the host's CPU (``RUSAGE_THREAD`` of the calling thread: the
+  frame, JSON, base64, the wait) and the guest's, split into the agent (the guest Python
+  serving frames) and the shell (bash with every process it reaped: the command and the
+  shell's own bookkeeping), for a no-op step (``:``), for a step whose text is as long as the
+  patch step's but which does nothing (``: <<'EOF' ... EOF``), and for each real action;
+- **per episode**: opening a session with its hidden tests removed, then closing it (host
+  thread, reaped children, the guest), and the final diff, with the per-step share of each at
+  six steps.
+
+``--profile`` adds the host's hottest functions (``cProfile``, one episode in this thread).
+
+    python -m benchmarks.agent_profile               # 20 repeats of each part
+    python -m benchmarks.agent_profile --repeat 5 --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from benchmarks.agent_steps import Ours, load_task
+from benchmarks.timing import command_line, machine_line, run_reported
+from tasksieve.transforms.agent.scripted import apply_command
+from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
+from tasksieve.verifiers.registry import make_sandbox
+from tasksieve.verifiers.sandbox.workspace import Workspace
+
+TICK = os.sysconf("SC_CLK_TCK")
+LABELS = ("ls", "grep", "head", "patch (python heredoc)", "parse (python -c)", "wc")
+
+
+def thread_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_THREAD)
+    return use.ru_utime + use.ru_stime
+
+
+def children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def session_split(host_pid: int | None) -> dict[str, float]:
+    """CPU seconds of a live session's processes by role: ``agent`` (the guest Python's own),
+    ``shell`` (each bash with the children it reaped), ``other`` (the rest, bubblewrap)."""
+    out = {"agent": 0.0, "shell": 0.0, "other": 0.0}
+    if host_pid is None:
+        return out
+    kids: dict[int, list[int]] = {}
+    info: dict[int, tuple[bytes, list[bytes]]] = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            raw = (p / "stat").read_bytes()
+        except OSError:
+            continue
+        comm = raw[raw.index(b"(") + 1 : raw.rindex(b")")]
+        fields = raw.rsplit(b")", 1)[1].split()
+        info[int(p.name)] = (comm, fields)
+        kids.setdefault(int(fields[1]), []).append(int(p.name))
+    todo = [host_pid]
+    while todo:
+        pid = todo.pop()
+        todo += kids.get(pid, [])
+        if pid not in info:
+            continue
+        comm, f = info[pid]
+        own, reaped = int(f[11]) + int(f[12]), int(f[13]) + int(f[14])
+        if comm.startswith(b"python"):
+            out["agent"] += own / TICK
+            out["other"] += reaped / TICK  # a reaped shell from before a restart
+        elif comm == b"bash":
+            out["shell"] += (own + reaped) / TICK
+        else:
+            out["other"] += (own + reaped) / TICK
+    return out
+
+
+def command_alone(tree: Path, steps: list[str], repeat: int, env: Mapping[str, str]) -> list[float]:
+    """CPU ms of each action by ``bash -c`` in a fresh copy of ``tree`` with the session's
+    variables ``env`` (its PATH: the same Python), less ``bash -c :``; the last item is
+    ``bash -c :`` itself."""
+    per = [0.0] * (len(steps) + 1)
+    with tempfile.TemporaryDirectory(prefix="agent-prof-") as tmp:
+        for _ in range(repeat):
+            work = Path(tmp) / "repo"
+            if work.exists():
+                shutil.rmtree(work)
+            shutil.copytree(tree, work, symlinks=True)
+            for i, cmd in enumerate([":", *steps]):
+                c0 = children_cpu()
+                subprocess.run(["bash", "-c", cmd], cwd=work, env={**os.environ, **env},
+                               capture_output=True, check=True)  # fmt: skip
+                per[i] += children_cpu() - c0
+    bash = per[0] / repeat
+    return [1000 * (x / repeat - bash) for x in per[1:]] + [1000 * bash]
+
+
+def step_cost(ws: Workspace, cmd: str, repeat: int) -> tuple[float, float, float]:
+    """(host, agent, shell) CPU ms per ``exec(cmd)`` in ``ws``, over ``repeat`` calls."""
+    pid = getattr(ws, "host_pid", None)
+    g0, h0 = session_split(pid), thread_cpu()
+    for _ in range(repeat):
+        res = ws.exec(cmd)
+        if res.exit_code != 0:
+            raise RuntimeError(f"{cmd[:40]!r} exited {res.exit_code}: {res.stderr[-200:]!r}")
+    h1, g1 = thread_cpu(), session_split(pid)
+    ms = 1000 / repeat
+    return (h1 - h0) * ms, (g1["agent"] - g0["agent"]) * ms, (g1["shell"] - g0["shell"]) * ms
+
+
+def profile_run(ours: Ours, repeat: int) -> dict[str, object]:
+    """Every measurement of the module doc on the process backend, printed as it goes."""
+    task, steps = ours.task, ours.steps
+    tree = SnapshotStore(ours.verifier.store.root).path(  # type: ignore[union-attr]
+        task.verifier.snapshot  # type: ignore[union-attr]
+    )
+    alone = command_alone(tree, steps, repeat, ours.opener.spec(task).env_vars)
+    print(f"\nbash -c : itself: {alone[-1]:.2f} ms (taken off each row below)")
+    print("| action | command alone, ms | host ms | guest agent ms | guest shell ms |")
+    print("|---|---|---|---|---|")
+    # per-step overhead: no-op, a long no-op, then each real action in fresh sessions
+    ws = ours.opener.open(task)
+    try:
+        noop = step_cost(ws, ":", repeat * 10)
+        tag = "EOF_PROF"
+        body = apply_command(task.reference_solution or "", "python3").split("\n", 1)[1]
+        long_noop = step_cost(ws, f": <<'{tag}'\n{body}", repeat * 5)
+    finally:
+        ws.close()
+    print(f"| no-op `:` | 0 | {noop[0]:.2f} | {noop[1]:.2f} | {noop[2]:.2f} |")
+    print(f"| no-op as long as the patch step ({len(body)} B) | 0 | {long_noop[0]:.2f} | "
+          f"{long_noop[1]:.2f} | {long_noop[2]:.2f} |")  # fmt: skip
+    rows = [[0.0, 0.0, 0.0] for _ in steps]  # ms summed over the repeats
+    host_fixed = reaped = guest_all = wall = 0.0  # seconds summed over the repeats
+    diffs = [0.0, 0.0, 0.0]  # host, agent, shell seconds
+    for _ in range(repeat):
+        t0, h0, c0 = time.perf_counter(), thread_cpu(), children_cpu()
+        ws = ours.opener.open(task)
+        pid = getattr(ws, "host_pid", None)
+        host_fixed += thread_cpu() - h0
+        for i, cmd in enumerate(steps):
+            got = step_cost(ws, cmd, 1)
+            rows[i] = [a + b for a, b in zip(rows[i], got, strict=True)]
+        g0, h1 = session_split(pid), thread_cpu()
+        if patch_path(ours) not in ws.diff():
+            raise RuntimeError("the diff misses the patched file")
+        h2, g1 = thread_cpu(), session_split(pid)
+        diffs = [diffs[0] + h2 - h1, diffs[1] + g1["agent"] - g0["agent"],
+                 diffs[2] + g1["shell"] - g0["shell"]]  # fmt: skip
+        guest_all += sum(g1.values())
+        h3 = thread_cpu()
+        ws.close()
+        host_fixed += thread_cpu() - h3
+        reaped += children_cpu() - c0
+        wall += time.perf_counter() - t0
+    for i, label in enumerate(LABELS[: len(steps)]):
+        host, agent, shell = (x / repeat for x in rows[i])
+        print(f"| {label} | {alone[i]:.2f} | {host:.2f} | {agent:.2f} | {shell:.2f} |")
+    step_host, step_agent, step_shell = (sum(r[k] for r in rows) / repeat for k in range(3))
+    cmd_total = sum(alone[: len(steps)])
+    n = len(steps)
+    d_host, d_agent, d_shell = (1000 * x / repeat for x in diffs)
+    # the session's whole CPU less what its steps and diff used = its start-up and teardown
+    guest_total = 1000 * guest_all / repeat
+    session_fixed = guest_total - step_agent - step_shell - d_agent - d_shell
+    # what the host reaped at close (bubblewrap with the guest under it) less the guest
+    other = 1000 * reaped / repeat - guest_total
+    print(f"\nper episode of {n} steps ({repeat} episodes, one at a time):")
+    print("| part | CPU ms per episode | ms per step |")
+    print("|---|---|---|")
+    parts = [
+        ("the commands alone (bash -c less bash -c :)", cmd_total),
+        ("steps: host (frame, JSON, base64, wait)", step_host),
+        ("steps: guest agent", step_agent),
+        ("steps: guest shell beyond the commands", step_shell - cmd_total),
+        ("final diff: host", d_host),
+        ("final diff: guest", d_agent + d_shell),
+        ("session open and close: host thread", 1000 * host_fixed / repeat),
+        ("session open and close: guest start-up and teardown", session_fixed),
+        ("session open and close: other reaped processes", other),
+    ]
+    total = sum(v for _, v in parts)
+    for label, v in parts:
+        print(f"| {label} | {v:.1f} | {v / n:.2f} |")
+    print(f"| total | {total:.1f} | {total / n:.2f} |")
+    print(f"wall per episode (open to close, one at a time): {1000 * wall / repeat:.0f} ms")
+    return {"parts": parts, "noop": noop, "long_noop": long_noop}
+
+
+def patch_path(ours: Ours) -> str:
+    from benchmarks.agent_steps import patched_file
+
+    return patched_file(ours.task)
+
+
+def hot_functions(go: Callable[[], object], top: int = 25) -> None:
+    """The host's hottest functions while ``go`` runs in this thread (``cProfile``)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    go()
+    prof.disable()
+    print(f"\nhost functions by own time ({top} hottest, one episode in this thread):")
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(top)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=20, help="repeats of each measurement")
+    ap.add_argument("--profile", action="store_true", help="also cProfile one episode")
+    a = ap.parse_args(argv)
+    print(command_line("benchmarks.agent_profile"))
+    print(f"before: {machine_line()}")
+    sandbox = make_sandbox("process")
+    try:
+        ours = Ours(sandbox, load_task())
+        ours.run(1, 1)  # warm-up
+        profile_run(ours, a.repeat)
+        if a.profile:
+            from tasksieve.transforms.agent.config import AgentConfig
+            from tasksieve.transforms.agent.driver import run_episodes
+
+            cfg = AgentConfig(**{**ours.cfg.__dict__, "concurrency": 1})
+
+            def one() -> object:
+                from concurrent.futures import Executor
+
+                class Inline(Executor):  # the episode's work in this (profiled) thread
+                    def map(self, fn, *its, **_):
+                        return [fn(*args) for args in zip(*its, strict=True)]
+
+                return run_episodes([(ours.task, 0)], ours.policy, ours.opener, ours.verifier,
+                                    cfg, pool=Inline())  # type: ignore[arg-type]  # fmt: skip
+
+            hot_functions(one)
+    finally:
+        sandbox.close()
+    print(f"after: {machine_line()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_reported(lambda: main()))
