@@ -21,6 +21,11 @@ task, six actions), in one process, one session at a time:
 
     python -m benchmarks.agent_profile               # 20 repeats of each part
     python -m benchmarks.agent_profile --repeat 5 --profile
+    python -m benchmarks.agent_profile --before REV  # then the same with git revision REV
+
+``--before REV`` runs this same script again, right after, over the code of git revision
+``REV`` of this checkout (exported with ``git archive``; this script is copied in), so that
+both tables come from one run on one machine.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from benchmarks.agent_steps import Ours, load_task
+from benchmarks.agent_episodes import export_revision
+from benchmarks.agent_steps import IMAGE, Ours, load_task
 from benchmarks.timing import command_line, machine_line, run_reported
 from tasksieve.transforms.agent.scripted import apply_command
 from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
@@ -59,9 +65,19 @@ def children_cpu() -> float:
     return use.ru_utime + use.ru_stime
 
 
+def _own_seconds(pid: int, stat_fields: list[bytes]) -> float:
+    """A process's own CPU seconds: from ``schedstat`` (nanoseconds, every thread) where the
+    kernel keeps it, else from ``stat`` (clock ticks)."""
+    try:
+        return int((Path(f"/proc/{pid}/schedstat").read_bytes().split() or [b"x"])[0]) / 1e9
+    except (OSError, ValueError):
+        return (int(stat_fields[11]) + int(stat_fields[12])) / TICK
+
+
 def session_split(host_pid: int | None) -> dict[str, float]:
     """CPU seconds of a live session's processes by role: ``agent`` (the guest Python's own),
-    ``shell`` (each bash with the children it reaped), ``other`` (the rest, bubblewrap)."""
+    ``shell`` (each bash with the children it reaped), ``other`` (the rest, bubblewrap). Own
+    time is in nanoseconds (``schedstat``); what a process reaped only in clock ticks."""
     out = {"agent": 0.0, "shell": 0.0, "other": 0.0}
     if host_pid is None:
         return out
@@ -85,14 +101,14 @@ def session_split(host_pid: int | None) -> dict[str, float]:
         if pid not in info:
             continue
         comm, f = info[pid]
-        own, reaped = int(f[11]) + int(f[12]), int(f[13]) + int(f[14])
+        own, reaped = _own_seconds(pid, f), (int(f[13]) + int(f[14])) / TICK
         if comm.startswith(b"python"):
-            out["agent"] += own / TICK
-            out["other"] += reaped / TICK  # a reaped shell from before a restart
+            out["agent"] += own
+            out["other"] += reaped  # a reaped shell from before a restart
         elif comm == b"bash":
-            out["shell"] += (own + reaped) / TICK
+            out["shell"] += own + reaped
         else:
-            out["other"] += (own + reaped) / TICK
+            out["other"] += own + reaped
     return out
 
 
@@ -146,8 +162,13 @@ def profile_run(ours: Ours, repeat: int) -> dict[str, object]:
         tag = "EOF_PROF"
         body = apply_command(task.reference_solution or "", "python3").split("\n", 1)[1]
         long_noop = step_cost(ws, f": <<'{tag}'\n{body}", repeat * 5)
+        loop = "for i in 1 2 3 4 5 6 7 8 9 10; do python3 {} -c pass || exit 1; done"
+        py = tuple(x / 10 for x in step_cost(ws, loop.format(""), repeat))
+        py_s = tuple(x / 10 for x in step_cost(ws, loop.format("-S"), repeat))
     finally:
         ws.close()
+    print(f"| python3 -c pass (interpreter start) | - | {py[0]:.2f} | {py[1]:.2f} | {py[2]:.2f} |")
+    print(f"| python3 -S -c pass (no site) | - | {py_s[0]:.2f} | {py_s[1]:.2f} | {py_s[2]:.2f} |")
     print(f"| no-op `:` | 0 | {noop[0]:.2f} | {noop[1]:.2f} | {noop[2]:.2f} |")
     print(f"| no-op as long as the patch step ({len(body)} B) | 0 | {long_noop[0]:.2f} | "
           f"{long_noop[1]:.2f} | {long_noop[2]:.2f} |")  # fmt: skip
@@ -184,8 +205,9 @@ def profile_run(ours: Ours, repeat: int) -> dict[str, object]:
     # the session's whole CPU less what its steps and diff used = its start-up and teardown
     guest_total = 1000 * guest_all / repeat
     session_fixed = guest_total - step_agent - step_shell - d_agent - d_shell
-    # what the host reaped at close (bubblewrap with the guest under it) less the guest
-    other = 1000 * reaped / repeat - guest_total
+    # what the host reaped (bubblewrap, the session's launcher; the guest, killed at close,
+    # passes none of its CPU up: its figure comes from /proc just before the close)
+    other = 1000 * reaped / repeat
     print(f"\nper episode of {n} steps ({repeat} episodes, one at a time):")
     print("| part | CPU ms per episode | ms per step |")
     print("|---|---|---|")
@@ -198,7 +220,7 @@ def profile_run(ours: Ours, repeat: int) -> dict[str, object]:
         ("final diff: guest", d_agent + d_shell),
         ("session open and close: host thread", 1000 * host_fixed / repeat),
         ("session open and close: guest start-up and teardown", session_fixed),
-        ("session open and close: other reaped processes", other),
+        ("session open and close: processes the host reaped", other),
     ]
     total = sum(v for _, v in parts)
     for label, v in parts:
@@ -206,6 +228,23 @@ def profile_run(ours: Ours, repeat: int) -> dict[str, object]:
     print(f"| total | {total:.1f} | {total / n:.2f} |")
     print(f"wall per episode (open to close, one at a time): {1000 * wall / repeat:.0f} ms")
     return {"parts": parts, "noop": noop, "long_noop": long_noop}
+
+
+def image_python_ms(repeat: int) -> float | None:
+    """CPU ms of ``python3 -c pass`` inside the docker image the ``docker exec`` baseline
+    builds on (None without an engine): the baseline's interpreter, not the session's."""
+    prog = (
+        "import resource,subprocess\n"
+        "u=lambda: sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])\n"
+        f"c=u()\nfor _ in range({repeat}): subprocess.run(['python3','-c','pass'])\n"
+        f"print((u()-c)/{repeat}*1000)"
+    )
+    argv = ["docker", "run", "--rm", "--network", "none", IMAGE, "python3", "-c", prog]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        return float(done.stdout.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
 
 
 def patch_path(ours: Ours) -> str:
@@ -228,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20, help="repeats of each measurement")
     ap.add_argument("--profile", action="store_true", help="also cProfile one episode")
+    ap.add_argument("--before", metavar="REV", help="then the same over git revision REV")
     a = ap.parse_args(argv)
     print(command_line("benchmarks.agent_profile"))
     print(f"before: {machine_line()}")
@@ -236,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         ours = Ours(sandbox, load_task())
         ours.run(1, 1)  # warm-up
         profile_run(ours, a.repeat)
+        img = image_python_ms(a.repeat)
+        shown = "no docker engine" if img is None else f"{img:.2f} ms"
+        print(f"python3 -c pass in the docker exec baseline's image ({IMAGE}): {shown}")
         if a.profile:
             from tasksieve.transforms.agent.config import AgentConfig
             from tasksieve.transforms.agent.driver import run_episodes
@@ -255,6 +298,15 @@ def main(argv: list[str] | None = None) -> int:
             hot_functions(one)
     finally:
         sandbox.close()
+    if a.before:
+        print(f"\n## the same over revision {a.before}\n", flush=True)
+        with tempfile.TemporaryDirectory(prefix="agent-prof-before-") as tmp:
+            root = export_revision(a.before, Path(tmp))
+            shutil.copy(__file__, root / "benchmarks" / "agent_profile.py")
+            cmd = [sys.executable, "-m", "benchmarks.agent_profile", "--repeat", str(a.repeat)]
+            env = {**os.environ, "PYTHONPATH": str(root)}
+            if subprocess.run(cmd, cwd=root, env=env, timeout=1800).returncode != 0:
+                return 1
     print(f"after: {machine_line()}")
     return 0
 
