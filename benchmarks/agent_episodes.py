@@ -14,11 +14,12 @@ runs ``max(level, --episodes)`` episodes, ``level`` at a time):
 
 Every setup's wall time includes opening and closing its sessions or containers. CPU is this
 run's own, per episode and per step: this process and every descendant it reaped, plus the
-Docker daemons (``agent_steps.run_cpu_seconds``), plus, for the process backend, the CPU of
-each session's processes read just before it closes (``Metered``; also shown alone as the
-sandbox CPU per episode). Not counted: the other work on the machine, and the processes inside
-containers (so the docker figures are lower bounds); a reaped bubblewrap may carry part of its
-session's CPU, counted twice (so the process figures are upper bounds).
+Docker daemons (``agent_steps.run_cpu_seconds``), plus, for the process backend, the CPU of each
+session's processes read just before it closes (``Metered``; also shown alone as the sandbox CPU
+per episode), less what those reads cost this process (``Metered.meter_s``). Not counted: the
+other work on the machine, and the processes inside containers (so the docker figures are lower
+bounds); a reaped bubblewrap may carry part of its session's CPU, counted twice (so the process
+figures are upper bounds).
 ``--model-share`` adds the share of an episode's wall time spent in the sandbox vs waiting for
 the model (``benchmarks.agent_model``). Every run checks that each action exited 0 and each
 episode's diff shows the patched file; a wrong one makes the exit status 1.
@@ -28,10 +29,10 @@ episode's diff shows the patched file; a wrong one makes the exit status 1.
     python -m benchmarks.agent_episodes --setups process --before REV   # now vs REV
 
 ``--before REV`` adds ``process before``: the process setup of git revision ``REV`` of this
-checkout (exported with ``git archive``), run by that revision's own copy of this script in a
-child process, one level at a time right after this checkout's run of the same level, so that
-both see the same machine; the summary prints now / before for steps per second and CPU per
-step at each level.
+checkout (exported with ``git archive``; this checkout's benchmark files are copied in, so the
+workload and the meter are the same). Both it and this checkout's ``process`` rows then run in
+child processes alike, one level at a time, now then before, so that both see the same machine;
+the summary prints now / before for steps per second and CPU per step at each level.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,19 +61,19 @@ def measure(
     levels: list[int],
     floor: int,
     meter: Metered | None = None,
-    warm: bool = True,
 ) -> list[Run]:
-    """One warm-up episode (unless ``warm`` is false), then each level; a row per level."""
-    problems = go(1, 1) if warm else []
+    """One warm-up episode, then each level; a row per level."""
+    problems = go(1, 1)
     if problems:
         print(f"  {name}: warm-up episode went wrong: {problems[0]}")
     runs = []
     for level in levels:
         episodes = max(level, floor)
         inside0 = meter.sandbox_s if meter is not None else 0.0
+        scans0 = meter.meter_s if meter is not None else 0.0
         wall, cpu, problems = timed_level(go, episodes, level)
         inside = meter.sandbox_s - inside0 if meter is not None else None
-        cpu += inside or 0.0
+        cpu += (inside or 0.0) - (meter.meter_s - scans0 if meter is not None else 0.0)
         steps = episodes * STEPS
         run = Run(name, level, episodes, steps, wall, cpu, problems, inside)
         runs.append(run)
@@ -92,19 +94,26 @@ ROW = re.compile(r"^\| process \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d
                  r"([\d.]+|not counted) \| (\d+) \|$", re.M)  # fmt: skip
 
 
+BENCH_FILES = ("agent_steps.py", "agent_episodes.py", "agent_profile.py", "timing.py")
+
+
 def export_revision(rev: str, dest: Path) -> Path:
-    """The files of git revision ``rev`` of this checkout under ``dest`` (``git archive``)."""
+    """The files of git revision ``rev`` of this checkout under ``dest`` (``git archive``),
+    with this checkout's copies of the agent benchmarks (``BENCH_FILES``)."""
     repo = Path(__file__).resolve().parents[1]
     tar = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", rev],
                          capture_output=True, check=True).stdout  # fmt: skip
     out = dest / "before"
     out.mkdir(parents=True, exist_ok=True)
     subprocess.run(["tar", "-x", "-C", str(out)], input=tar, check=True)
+    for name in BENCH_FILES:  # the same workload and meter; only the code under test differs
+        shutil.copy(repo / "benchmarks" / name, out / "benchmarks" / name)
     return out
 
 
-def before_go(root: Path, floor: int) -> Callable[[int], Run]:
-    """One level of the process setup run by the checkout at ``root`` (its own warm-up)."""
+def child_go(root: Path, floor: int, name: str) -> Callable[[int], Run]:
+    """One level of the process setup run by the checkout at ``root`` in a child process (its
+    own warm-up), as a row named ``name``."""
 
     def level_run(level: int) -> Run:
         cmd = [sys.executable, "-m", "benchmarks.agent_episodes", "--setups", "process",
@@ -120,9 +129,9 @@ def before_go(root: Path, floor: int) -> Callable[[int], Run]:
         eps, rate, cpu_ep = int(m.group(2)), float(m.group(3)), float(m.group(4))
         box = None if m.group(6) == "not counted" else float(m.group(6)) * eps
         problems = [f"{m.group(7)} wrong episodes"] if int(m.group(7)) else []
-        run = Run("process before", level, eps, eps * STEPS, eps * STEPS / rate, cpu_ep * eps,
+        run = Run(name, level, eps, eps * STEPS, eps * STEPS / rate, cpu_ep * eps,
                   problems, box)  # fmt: skip
-        print(f"| process before | {level} | {eps} | {rate:.1f} | {cpu_ep:.3f} | "
+        print(f"| {name} | {level} | {eps} | {rate:.1f} | {cpu_ep:.3f} | "
               f"{run.cpu_ms_per_step:.1f} | {m.group(6)} | {m.group(7)} |", flush=True)  # fmt: skip
         return run
 
@@ -215,10 +224,11 @@ def main(argv: list[str] | None = None) -> int:
             if name == "process" and a.before:
                 runs[name], runs["process before"] = [], []
                 with tempfile.TemporaryDirectory(prefix="agent-before-") as tmp:
-                    level_before = before_go(export_revision(a.before, Path(tmp)), floor)
-                    for i, level in enumerate(levels):  # now, then before, level by level
-                        runs[name] += measure(name, go, [level], floor, ours.meter, warm=i == 0)
-                        runs["process before"].append(level_before(level))
+                    then = child_go(export_revision(a.before, Path(tmp)), floor, "process before")
+                    now = child_go(Path(__file__).resolve().parents[1], floor, "process")
+                    for level in levels:  # each in a child process, now then before
+                        runs[name].append(now(level))
+                        runs["process before"].append(then(level))
             else:
                 runs[name] = measure(name, go, levels, floor, ours.meter)
         finally:

@@ -24,7 +24,8 @@ task, six actions), in one process, one session at a time:
     python -m benchmarks.agent_profile --before REV  # then the same with git revision REV
 
 ``--before REV`` runs this same script again, right after, over the code of git revision
-``REV`` of this checkout (exported with ``git archive``; this script is copied in), so that
+``REV`` of this checkout (exported with ``git archive``; this checkout's benchmark files are
+copied in), so that
 both tables come from one run on one machine.
 """
 
@@ -302,7 +303,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n## the same over revision {a.before}\n", flush=True)
         with tempfile.TemporaryDirectory(prefix="agent-prof-before-") as tmp:
             root = export_revision(a.before, Path(tmp))
-            shutil.copy(__file__, root / "benchmarks" / "agent_profile.py")
             cmd = [sys.executable, "-m", "benchmarks.agent_profile", "--repeat", str(a.repeat)]
             env = {**os.environ, "PYTHONPATH": str(root)}
             if subprocess.run(cmd, cwd=root, env=env, timeout=1800).returncode != 0:
