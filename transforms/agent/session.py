@@ -20,6 +20,7 @@ itself might carry.
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 from typing import Protocol
 
@@ -35,7 +36,6 @@ from tasksieve.verifiers.families.repo.snapshots import SnapshotError, SnapshotS
 from tasksieve.verifiers.sandbox.base import Sandbox
 from tasksieve.verifiers.sandbox.workspace import (
     ENV_MOUNT,
-    WORKSPACE_ROOT,
     SessionLimits,
     Workspace,
     WorkspaceError,
@@ -148,17 +148,19 @@ class Opener:
         except WorkspaceError as exc:
             raise SessionProblem(f"task {task.id}: workspace failed to open: {exc}") from exc
         hide = hidden_paths(repo_spec(task), self.cfg.hidden)
-        steps: list[tuple[str, list[str]]] = []
-        if hide:
-            steps.append(("hiding tests", ["rm", "-f", "--", *hide]))
-        for what, argv in steps:
-            try:
-                res = ws.run(argv, timeout_s=60, cwd=WORKSPACE_ROOT)
-            except WorkspaceError as exc:
-                ws.close()
-                raise SessionProblem(f"task {task.id}: {what} failed: {exc}") from exc
-            if res.exit_code != 0:
-                ws.close()
-                why = res.stderr.decode("utf-8", "replace")[-300:]
-                raise SessionProblem(f"task {task.id}: {what} failed: {why}")
+        if not hide:
+            return ws
+        # In the session's fresh shell (it starts in the workspace root), which the first step
+        # needs anyway: a fresh process beside it would fork the guest agent, a larger process
+        # than the shell (docs/benchmarks/agent-episodes.md, "Where a step's CPU goes").
+        command = shlex.join(["rm", "-f", "--", *hide])
+        try:
+            res = ws.exec(command, timeout_s=60)
+        except WorkspaceError as exc:
+            ws.close()
+            raise SessionProblem(f"task {task.id}: hiding tests failed: {exc}") from exc
+        if res.exit_code != 0:
+            ws.close()
+            why = (res.stderr.decode("utf-8", "replace") or f"ended: {res.ended}")[-300:]
+            raise SessionProblem(f"task {task.id}: hiding tests failed: {why}")
         return ws
