@@ -10,8 +10,8 @@ task, six actions), in one process, one session at a time:
   not);
 - **per step, in the session**: the host's CPU (``RUSAGE_THREAD`` of the calling thread: the
   frame, JSON, base64, the wait) and the guest's, split into the agent (the guest Python
-  serving frames) and the shell (bash with every process it reaped: the command and the
-  shell's own bookkeeping), for a no-op step (``:``), for a step whose text is as long as the
+  serving frames), the shell's own (bash alone: parsing, forking, waiting, the status report)
+  and the commands (every process the shell reaped), for a no-op step (``:``), for a step whose text is as long as the
   patch step's but which does nothing (``: <<'EOF' ... EOF``), and for each real action;
 - **per episode**: opening a session with its hidden tests removed, then closing it (host
   thread, reaped children, the guest), and the final diff, with the per-step share of each at
@@ -77,9 +77,11 @@ def _own_seconds(pid: int, stat_fields: list[bytes]) -> float:
 
 def session_split(host_pid: int | None) -> dict[str, float]:
     """CPU seconds of a live session's processes by role: ``agent`` (the guest Python's own),
-    ``shell`` (each bash with the children it reaped), ``other`` (the rest, bubblewrap). Own
-    time is in nanoseconds (``schedstat``); what a process reaped only in clock ticks."""
-    out = {"agent": 0.0, "shell": 0.0, "other": 0.0}
+    ``shell`` (each bash with the children it reaped), ``shell_own`` (each bash alone: parsing,
+    forking, waiting, the status report), ``other`` (the rest, bubblewrap). Own time is in
+    nanoseconds (``schedstat``); what a process reaped only in clock ticks (so ``shell`` less
+    ``shell_own``, the commands, is exact only on average)."""
+    out = {"agent": 0.0, "shell": 0.0, "shell_own": 0.0, "other": 0.0}
     if host_pid is None:
         return out
     kids: dict[int, list[int]] = {}
@@ -108,6 +110,7 @@ def session_split(host_pid: int | None) -> dict[str, float]:
             out["other"] += reaped  # a reaped shell from before a restart
         elif comm == b"bash":
             out["shell"] += own + reaped
+            out["shell_own"] += own
         else:
             out["other"] += own + reaped
     return out
@@ -133,8 +136,9 @@ def command_alone(tree: Path, steps: list[str], repeat: int, env: Mapping[str, s
     return [1000 * (x / repeat - bash) for x in per[1:]] + [1000 * bash]
 
 
-def step_cost(ws: Workspace, cmd: str, repeat: int) -> tuple[float, float, float]:
-    """(host, agent, shell) CPU ms per ``exec(cmd)`` in ``ws``, over ``repeat`` calls."""
+def step_cost(ws: Workspace, cmd: str, repeat: int) -> tuple[float, float, float, float]:
+    """(host, guest agent, shell's own, the commands) CPU ms per ``exec(cmd)`` in ``ws``, over
+    ``repeat`` calls."""
     pid = getattr(ws, "host_pid", None)
     g0, h0 = session_split(pid), thread_cpu()
     for _ in range(repeat):
@@ -143,7 +147,12 @@ def step_cost(ws: Workspace, cmd: str, repeat: int) -> tuple[float, float, float
             raise RuntimeError(f"{cmd[:40]!r} exited {res.exit_code}: {res.stderr[-200:]!r}")
     h1, g1 = thread_cpu(), session_split(pid)
     ms = 1000 / repeat
-    return (h1 - h0) * ms, (g1["agent"] - g0["agent"]) * ms, (g1["shell"] - g0["shell"]) * ms
+    d = {k: (g1[k] - g0[k]) * ms for k in g0}
+    return (h1 - h0) * ms, d["agent"], d["shell_own"], d["shell"] - d["shell_own"]
+
+
+def _row(label: str, alone: str, cost: tuple[float, ...]) -> None:
+    print(f"| {label} | {alone} | " + " | ".join(f"{x:.2f}" for x in cost) + " |")
 
 
 def profile_run(ours: Ours, repeat: int) -> dict[str, object]:
@@ -154,9 +163,10 @@ def profile_run(ours: Ours, repeat: int) -> dict[str, object]:
     )
     alone = command_alone(tree, steps, repeat, ours.opener.spec(task).env_vars)
     print(f"\nbash -c : itself: {alone[-1]:.2f} ms (taken off each row below)")
-    print("| action | command alone, ms | host ms | guest agent ms | guest shell ms |")
-    print("|---|---|---|---|---|")
-    # per-step overhead: no-op, a long no-op, then each real action in fresh sessions
+    print("| action | command alone, ms | host ms | guest agent ms | shell's own ms | "
+          "commands in the session, ms |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    # per-step overhead: no-op, a long no-op, the interpreter's start, in one session
     ws = ours.opener.open(task)
     try:
         noop = step_cost(ws, ":", repeat * 10)
@@ -168,12 +178,11 @@ def profile_run(ours: Ours, repeat: int) -> dict[str, object]:
         py_s = tuple(x / 10 for x in step_cost(ws, loop.format("-S"), repeat))
     finally:
         ws.close()
-    print(f"| python3 -c pass (interpreter start) | - | {py[0]:.2f} | {py[1]:.2f} | {py[2]:.2f} |")
-    print(f"| python3 -S -c pass (no site) | - | {py_s[0]:.2f} | {py_s[1]:.2f} | {py_s[2]:.2f} |")
-    print(f"| no-op `:` | 0 | {noop[0]:.2f} | {noop[1]:.2f} | {noop[2]:.2f} |")
-    print(f"| no-op as long as the patch step ({len(body)} B) | 0 | {long_noop[0]:.2f} | "
-          f"{long_noop[1]:.2f} | {long_noop[2]:.2f} |")  # fmt: skip
-    rows = [[0.0, 0.0, 0.0] for _ in steps]  # ms summed over the repeats
+    _row("python3 -c pass (interpreter start)", "-", py)
+    _row("python3 -S -c pass (no site)", "-", py_s)
+    _row("no-op `:`", "0", noop)
+    _row(f"no-op as long as the patch step ({len(body)} B)", "0", long_noop)
+    rows = [[0.0] * 4 for _ in steps]  # ms summed over the repeats
     host_fixed = reaped = guest_all = wall = 0.0  # seconds summed over the repeats
     diffs = [0.0, 0.0, 0.0]  # host, agent, shell seconds
     for _ in range(repeat):
@@ -190,22 +199,23 @@ def profile_run(ours: Ours, repeat: int) -> dict[str, object]:
         h2, g1 = thread_cpu(), session_split(pid)
         diffs = [diffs[0] + h2 - h1, diffs[1] + g1["agent"] - g0["agent"],
                  diffs[2] + g1["shell"] - g0["shell"]]  # fmt: skip
-        guest_all += sum(g1.values())
+        guest_all += g1["agent"] + g1["shell"] + g1["other"]
         h3 = thread_cpu()
         ws.close()
         host_fixed += thread_cpu() - h3
         reaped += children_cpu() - c0
         wall += time.perf_counter() - t0
     for i, label in enumerate(LABELS[: len(steps)]):
-        host, agent, shell = (x / repeat for x in rows[i])
-        print(f"| {label} | {alone[i]:.2f} | {host:.2f} | {agent:.2f} | {shell:.2f} |")
-    step_host, step_agent, step_shell = (sum(r[k] for r in rows) / repeat for k in range(3))
+        _row(label, f"{alone[i]:.2f}", tuple(x / repeat for x in rows[i]))
+    step_host, step_agent, step_own, step_cmds = (
+        sum(r[k] for r in rows) / repeat for k in range(4)
+    )
     cmd_total = sum(alone[: len(steps)])
     n = len(steps)
     d_host, d_agent, d_shell = (1000 * x / repeat for x in diffs)
     # the session's whole CPU less what its steps and diff used = its start-up and teardown
     guest_total = 1000 * guest_all / repeat
-    session_fixed = guest_total - step_agent - step_shell - d_agent - d_shell
+    session_fixed = guest_total - step_agent - step_own - step_cmds - d_agent - d_shell
     # what the host reaped (bubblewrap, the session's launcher; the guest, killed at close,
     # passes none of its CPU up: its figure comes from /proc just before the close)
     other = 1000 * reaped / repeat
@@ -213,16 +223,17 @@ def profile_run(ours: Ours, repeat: int) -> dict[str, object]:
     print("| part | CPU ms per episode | ms per step |")
     print("|---|---|---|")
     parts = [
-        ("the commands alone (bash -c less bash -c :)", cmd_total),
-        ("steps: host (frame, JSON, base64, wait)", step_host),
+        ("steps: the commands, in the session (the shell's reaped children)", step_cmds),
+        ("steps: host (frame, JSON, base64, wait, bookkeeping)", step_host),
         ("steps: guest agent", step_agent),
-        ("steps: guest shell beyond the commands", step_shell - cmd_total),
+        ("steps: the shell's own (parse, fork, wait, status)", step_own),
         ("final diff: host", d_host),
         ("final diff: guest", d_agent + d_shell),
         ("session open and close: host thread", 1000 * host_fixed / repeat),
-        ("session open and close: guest start-up and teardown", session_fixed),
+        ("session open and close: guest start-up, hiding the tests, teardown", session_fixed),
         ("session open and close: processes the host reaped", other),
     ]
+    print(f"(the same commands alone, by bash -c on the host: {cmd_total:.1f} ms per episode)")
     total = sum(v for _, v in parts)
     for label, v in parts:
         print(f"| {label} | {v:.1f} | {v / n:.2f} |")
