@@ -11,8 +11,9 @@ task, six actions), in one process, one session at a time:
 - **per step, in the session**: the host's CPU (``RUSAGE_THREAD`` of the calling thread: the
   frame, JSON, base64, the wait) and the guest's, split into the agent (the guest Python
   serving frames), the shell's own (bash alone: parsing, forking, waiting, the status report)
-  and the commands (every process the shell reaped), for a no-op step (``:``), for a step whose text is as long as the
-  patch step's but which does nothing (``: <<'EOF' ... EOF``), and for each real action;
+  and the commands (every process the shell reaped), for a no-op step (``:``), for a step
+  whose text is as long as the patch step's but which does nothing (``: <<'EOF' ... EOF``),
+  for the interpreter's start, and for each real action;
 - **per episode**: opening a session with its hidden tests removed, then closing it (host
   thread, reaped children, the guest), and the final diff, with the per-step share of each at
   six steps.
