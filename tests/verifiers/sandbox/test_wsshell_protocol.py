@@ -100,5 +100,10 @@ def test_session_runs_awkward_commands_exactly(snapshot: Path) -> None:
             assert r.exit_code == 5
             r = ws.exec("cd 'a | b'; pwd; jobs | grep -c 'sleep 60'")
             assert r.stdout == b"/workspace/a | b\n1\n"
+            # functions named like the status report's commands do not answer for it
+            assert ws.exec("jobs() { echo 1; }; printf() { echo 0; }; cd ..").exit_code == 0
+            r = ws.exec("false")
+            assert r.exit_code == 1 and r.ended is None
+            assert ws.exec("builtin pwd").stdout == b"/workspace\n"
     finally:
         box.close()

@@ -87,8 +87,12 @@ def bash_quote(text: str) -> str:
 
 
 # After each command: its status, then its background jobs (``jobs -p``, one per line) and its
-# working directory, on fd 3, as ``JOBS \x1f RC \x1f PWD \x1e \n``; a group, not a subshell.
-_STATUS = '__ts_rc=$?; { jobs -p; printf \'\\037%s\\037%s\\036\\n\' "$__ts_rc" "$PWD"; } >&3\n'
+# working directory, on fd 3, as ``JOBS \x1f RC \x1f PWD \x1e \n``; a group, not a subshell, and
+# ``builtin`` so that a function the agent names ``jobs`` or ``printf`` does not answer instead.
+_STATUS = (
+    "__ts_rc=$?; { builtin jobs -p; builtin printf '\\037%s\\037%s\\036\\n' \"$__ts_rc\" "
+    '"$PWD"; } >&3\n'
+)
 _END = b"\x1e\n"
 
 
