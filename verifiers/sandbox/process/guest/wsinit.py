@@ -152,11 +152,11 @@ def _session_drop(cfg: dict[str, Any]) -> None:
     _drop(cfg)
 
 
-def main() -> None:
-    """Read the config, build the workspace, serve the session, exit (ending the namespace)."""
-    fd = int(sys.argv[1])
-    cfg = json.loads(os.pread(fd, os.fstat(fd).st_size, 0))
-    os.close(fd)
+def run_session(cfg: dict[str, Any]) -> None:
+    """Build the workspace in this process's namespaces, serve the session, exit.
+
+    Shared by the cold start (``main``) and a session forked by the zygote (``wszygote``);
+    fds 0 and 1 are the session's request and reply pipes. Never returns."""
     try:
         _keep_only(set())
         if cfg["mode"] == "unshare":
@@ -175,5 +175,14 @@ def main() -> None:
     os._exit(0)
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """Read the config, build the workspace, serve the session, exit (ending the namespace)."""
+    fd = int(sys.argv[1])
+    cfg = json.loads(os.pread(fd, os.fstat(fd).st_size, 0))
+    os.close(fd)
+    run_session(cfg)
+
+
+# The zygote's bundle (``wszygote``) inlines this module: there argv[1] is ``zygote``.
+if __name__ == "__main__" and sys.argv[1] != "zygote":
     main()
