@@ -7,6 +7,9 @@ Sub-measures (any subset; all by default), each printing the load before and aft
   namespace), (b) a cold ``open_workspace`` (namespaces, root, layer, guest agent, shell
   ready), (c) ``open_workspace`` from a pre-started pool (``prewarm_workspaces``), against
   (d) ``cp -a`` of the tree and (e) ``docker run -d`` of a container whose image holds it.
+- ``--open``: cold ``open_workspace`` (bubblewrap and a fresh interpreter) against one forked
+  by the workspace zygote, side by side in one run: the samples alternate between the two
+  sandboxes, so load that comes and goes hits both alike; p50/p99 of each and their ratio.
 - ``--exec``: ``true`` in a live session's shell vs ``docker exec`` into a warm container.
 - ``--idle N``: N idle sessions held at once; each one's memory as PSS of its host processes
   plus its quota tmpfs, as its memory cgroup's charge, and as the machine's ``MemAvailable``
@@ -16,7 +19,10 @@ Sub-measures (any subset; all by default), each printing the load before and aft
   table, before, while open and after; anything left makes the run fail.
 - ``--quick``: every measure, small (a smoke run).
 
-    sudo python -m benchmarks.workspaces --create --exec --idle 1000 --churn 200
+``--idle`` and ``--churn`` run once per open mode of ``--modes`` (``cold,zygote`` by default);
+``--create`` and ``--exec`` use the first.
+
+    sudo python -m benchmarks.workspaces --open --n 200 --idle 1000 --churn 200
 """
 
 from __future__ import annotations
@@ -118,7 +124,7 @@ def bench_create(sb: ProcessSandbox, repo: Path, n: int) -> None:
         ws = sb.open_workspace(spec)
         cold.append((time.perf_counter() - t) * 1000)
         ws.close()
-    print(line("open_workspace, cold", cold))
+    print(line(f"open_workspace, {sb.describe()['workspace_open']}", cold))
     pool = sb.prewarm_workspaces(spec, size=4)
     warm = []
     for _ in range(n):
@@ -155,6 +161,26 @@ def bench_create(sb: ProcessSandbox, repo: Path, n: int) -> None:
     print(line(f"docker run -d ({len(runs)} runs)", runs))
 
 
+def bench_open(sbs: dict[str, ProcessSandbox], repo: Path, n: int) -> None:
+    """``n`` opens (and closes) per sandbox, alternating between them; p50/p99 each."""
+    spec = WorkspaceSpec(str(repo))
+    for sb in sbs.values():  # a first open each: the zygote starts, caches warm up
+        sb.open_workspace(spec).close()
+    ms: dict[str, list[float]] = {mode: [] for mode in sbs}
+    for _ in range(n):
+        for mode, sb in sbs.items():
+            t = time.perf_counter()
+            ws = sb.open_workspace(spec)
+            ms[mode].append((time.perf_counter() - t) * 1000)
+            ws.close()
+    for mode, sb in sbs.items():
+        print(line(f"open_workspace, {mode} ({sb.describe()['workspace_open']})", ms[mode]))
+    if len(ms) == 2:
+        (a, xa), (b, xb) = ms.items()
+        print(f"  p50 {a} / {b} = {statistics.median(xa) / statistics.median(xb):.2f}x, "
+              f"p99 {pct(xa, 0.99) / pct(xb, 0.99):.2f}x")  # fmt: skip
+
+
 def bench_exec(sb: ProcessSandbox, repo: Path, n: int) -> None:
     ws = sb.open_workspace(WorkspaceSpec(str(repo)))
     try:
@@ -180,39 +206,49 @@ def bench_exec(sb: ProcessSandbox, repo: Path, n: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--create", action="store_true")
+    ap.add_argument("--open", action="store_true", help="cold vs zygote opens, side by side")
     ap.add_argument("--exec", action="store_true")
     ap.add_argument("--idle", type=int, default=0, metavar="N")
     ap.add_argument("--churn", type=int, default=0, metavar="N")
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--n", type=int, default=100, help="samples per timing")
     ap.add_argument("--isolation", default="bwrap", choices=["bwrap", "unshare"])
+    ap.add_argument("--modes", default="cold,zygote", help="open modes, comma-separated")
     ap.add_argument("--quick", action="store_true", help="every measure, small: a smoke run")
     a = ap.parse_args(argv)
     if a.quick:
-        a.create, a.exec, a.idle, a.churn, a.files, a.n = True, True, 4, 8, 200, 5
-    if not (a.create or a.exec or a.idle or a.churn):
-        a.create, a.exec, a.idle, a.churn = True, True, 300, 200
+        a.create, a.open, a.exec, a.idle, a.churn, a.files, a.n = True, True, True, 4, 8, 200, 5
+    if not (a.create or a.open or a.exec or a.idle or a.churn):
+        a.create, a.open, a.exec, a.idle, a.churn = True, True, True, 300, 200
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    sb = ProcessSandbox(isolation=a.isolation, warm=False)
+    modes = [m for m in a.modes.split(",") if m]
+    sbs = {m: ProcessSandbox(isolation=a.isolation, warm=False, workspace_open=m) for m in modes}
     base = Path(tempfile.mkdtemp(prefix="ws-bench-repo-"))
     repo = base / "repo"
     make_repo(repo, a.files)
     print(command_line("benchmarks.workspaces"))
     print(f"workspaces ({a.isolation}), repository of {a.files} files; {machine_line()}")
+    for m, box in sbs.items():
+        print(f"  mode {m}: {box.describe()['workspace_open']}")
     try:
-        for flag, fn, arg in (
-            (a.create, bench_create, a.n),
-            (a.exec, bench_exec, a.n * 5),
-            (a.idle, bench_idle, a.idle),
-            (a.churn, bench_churn, a.churn),
+        if a.open:
+            print(f"bench_open: {machine_line()}")
+            bench_open(sbs, repo, a.n)
+            print(f"  after: {machine_line()}")
+        for flag, fn, arg, each in (
+            (a.create, bench_create, a.n, False),
+            (a.exec, bench_exec, a.n * 5, False),
+            (a.idle, bench_idle, a.idle, True),
+            (a.churn, bench_churn, a.churn, True),
         ):
-            if flag:
-                print(f"{fn.__name__}: {machine_line()}")
-                fn(sb, repo, arg)
+            for m in modes if (flag and each) else modes[:1] if flag else []:
+                print(f"{fn.__name__} ({m}): {machine_line()}")
+                fn(sbs[m], repo, arg)
                 print(f"  after: {machine_line()}")
     finally:
-        sb.close()
+        for box in sbs.values():
+            box.close()
         shutil.rmtree(base, ignore_errors=True)
     return 0
 

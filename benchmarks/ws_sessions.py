@@ -53,7 +53,8 @@ def guest(ws: Workspace) -> GuestSession:
 
 
 def session_pss_kb(session: GuestSession, kids: dict[int, list[int]]) -> tuple[int, int]:
-    """(PSS in KiB, process count) of a session's host processes (launcher and below)."""
+    """(PSS in KiB, process count) of a session's host processes (launcher and below; a
+    zygote session's agent and below: the zygote is counted apart, ``zygote_pss_kb``)."""
     todo, total, count = [session.host_pid or 0], 0, 0
     while todo:
         pid = todo.pop()
@@ -62,10 +63,17 @@ def session_pss_kb(session: GuestSession, kids: dict[int, list[int]]) -> tuple[i
     return total, count
 
 
+def _agent_and_kids(session: GuestSession, kids: dict[int, list[int]]) -> list[int]:
+    """Where a session's agent may be: its host pid itself (forked by the zygote), else a
+    child of its launcher (bubblewrap or unshare)."""
+    own = [session.host_pid or 0] if session.describe == "zygote" else []
+    return own + kids.get(session.host_pid or 0, [])
+
+
 def session_layer_kb(session: GuestSession, kids: dict[int, list[int]]) -> int | None:
     """KiB used in the session's quota tmpfs (statfs of its overlay reports the upper layer's
     file system), read through its agent's root; None where it cannot be read."""
-    for pid in kids.get(session.host_pid or 0, []):
+    for pid in _agent_and_kids(session, kids):
         try:
             st = os.statvfs(f"/proc/{pid}/root/workspace")
         except OSError:
@@ -77,7 +85,7 @@ def session_layer_kb(session: GuestSession, kids: dict[int, list[int]]) -> int |
 def session_cgroup_kb(session: GuestSession, kids: dict[int, list[int]]) -> int | None:
     """KiB charged to the session's memory cgroup (v1 ``memory.usage_in_bytes`` or v2
     ``memory.current``), None where the session has no cgroup of its own."""
-    for pid in kids.get(session.host_pid or 0, []):
+    for pid in _agent_and_kids(session, kids):
         try:
             lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
         except OSError:
@@ -96,6 +104,13 @@ def session_cgroup_kb(session: GuestSession, kids: dict[int, list[int]]) -> int 
                 except (OSError, ValueError):
                     return None
     return None
+
+
+def zygote_pss_kb(sb: ProcessSandbox) -> int:
+    """PSS in KiB of the sandbox's workspace zygote (0 where none runs)."""
+    zygote = getattr(sb, "_zygote", None)
+    pid = zygote.pid if zygote is not None else None
+    return 0 if pid is None else _pss_kb(pid)
 
 
 def _available_kb() -> int:
@@ -133,6 +148,9 @@ def bench_idle(sb: ProcessSandbox, repo: Path, n: int) -> None:
         if read:
             print(f"  its quota tmpfs in use ({len(read)} of {n} read): {_p50_mb(read)}")
         print(f"  PSS + tmpfs per session: {_p50_mb(both)}")
+        if zyg := zygote_pss_kb(sb):
+            print(f"  the zygote's own PSS (shared by all): {zyg / 1024:.2f} MB, "
+                  f"{zyg / n / 1024:.3f} MB per session")  # fmt: skip
         got = [g for g in groups if g is not None]
         if got:
             print(f"  charged to its memory cgroup ({len(got)} of {n}): {_p50_mb(got)}")
@@ -148,6 +166,8 @@ def bench_idle(sb: ProcessSandbox, repo: Path, n: int) -> None:
 
 # in the argv of a session's bwrap and agent: the guest's source, or the loader of its code
 MARKS = (b"Guest: set up one workspace session", b"c=marshal.loads(os.pread(f,")
+# in the argv of the workspace zygote and of the sessions it forked (only those count)
+ZYGOTE_MARK = b"Guest: the workspace zygote"
 
 
 @dataclass(frozen=True)
@@ -175,6 +195,8 @@ def _census(known: Census | None = None) -> Census:
                 ppid = int((p / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
                 cmdline = (p / "cmdline").read_bytes()
                 marked = any(m in cmdline for m in MARKS)
+                if ZYGOTE_MARK in cmdline:  # a forked session, not the zygote (host pid ns)
+                    marked = os.readlink(p / "ns/pid") != os.readlink("/proc/self/ns/pid")
                 info[int(p.name)] = (ppid, marked, os.readlink(p / "ns/pid"),
                                      os.readlink(p / "ns/mnt"))  # fmt: skip
             except (OSError, IndexError, ValueError):
