@@ -28,6 +28,7 @@ Sub-measures (any subset; all by default), each printing the load before and aft
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
 import shutil
 import statistics
@@ -39,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.timing import command_line, machine_line, run_reported
-from benchmarks.ws_sessions import bench_churn, bench_idle
+from benchmarks.ws_sessions import bench_churn, bench_idle, guest
 from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 from tasksieve.verifiers.sandbox.workspace import WorkspaceSpec
 
@@ -161,24 +162,55 @@ def bench_create(sb: ProcessSandbox, repo: Path, n: int) -> None:
     print(line(f"docker run -d ({len(runs)} runs)", runs))
 
 
+def _oncpu_ms(pids: list[int]) -> float:
+    """On-CPU time of ``pids`` so far (``/proc/PID/schedstat``, nanoseconds), in ms."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError):
+            total += int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    return total / 1e6
+
+
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        with contextlib.suppress(OSError):
+            todo += [int(k) for k in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+    return out
+
+
 def bench_open(sbs: dict[str, ProcessSandbox], repo: Path, n: int) -> None:
-    """``n`` opens (and closes) per sandbox, alternating between them; p50/p99 each."""
+    """``n`` opens (and closes) per sandbox, alternating between them; p50/p99 each.
+
+    Beside the wall time, the CPU time an open costs, which load does not stretch: the
+    calling thread's, the zygote's during the open, and the session's own processes' up to
+    the agent's hello (its launcher and agent; a forked session's agent)."""
     spec = WorkspaceSpec(str(repo))
     for sb in sbs.values():  # a first open each: the zygote starts, caches warm up
         sb.open_workspace(spec).close()
     ms: dict[str, list[float]] = {mode: [] for mode in sbs}
+    cpu: dict[str, list[float]] = {mode: [] for mode in sbs}
     for _ in range(n):
         for mode, sb in sbs.items():
-            t = time.perf_counter()
-            ws = sb.open_workspace(spec)
+            zpid = sb._zygote.pid if sb._zygote is not None else None
+            z0 = _oncpu_ms([zpid]) if zpid else 0.0
+            c0, t = time.thread_time(), time.perf_counter()
+            ws = guest(sb.open_workspace(spec))
             ms[mode].append((time.perf_counter() - t) * 1000)
+            host = (time.thread_time() - c0) * 1000
+            z1 = _oncpu_ms([zpid]) if zpid else 0.0
+            cpu[mode].append(host + z1 - z0 + _oncpu_ms(_tree(ws.host_pid or 0)))
             ws.close()
     for mode, sb in sbs.items():
         print(line(f"open_workspace, {mode} ({sb.describe()['workspace_open']})", ms[mode]))
+        print(line(f"  CPU time of one {mode} open", cpu[mode]))
     if len(ms) == 2:
         (a, xa), (b, xb) = ms.items()
-        print(f"  p50 {a} / {b} = {statistics.median(xa) / statistics.median(xb):.2f}x, "
-              f"p99 {pct(xa, 0.99) / pct(xb, 0.99):.2f}x")  # fmt: skip
+        print(f"  wall p50 {a} / {b} = {statistics.median(xa) / statistics.median(xb):.2f}x, "
+              f"p99 {pct(xa, 0.99) / pct(xb, 0.99):.2f}x; CPU p50 "
+              f"{statistics.median(cpu[a]) / statistics.median(cpu[b]):.2f}x")  # fmt: skip
 
 
 def bench_exec(sb: ProcessSandbox, repo: Path, n: int) -> None:

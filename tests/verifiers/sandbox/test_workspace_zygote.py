@@ -26,7 +26,7 @@ from tests.verifiers.sandbox.conftest import our_mounts
 @pytest.fixture(scope="module")
 def zbox(snapshot: Path) -> Iterator[ProcessSandbox]:
     sb = ProcessSandbox(warm=False, workspace_open="zygote")
-    if sb.describe()["workspace_open"] != "zygote":
+    if not str(sb.describe()["workspace_open"]).startswith("zygote"):
         sb.close()
         pytest.skip(f"no workspace zygote here: {sb.describe()['workspace_open']}")
     try:
@@ -184,3 +184,26 @@ def test_a_hostile_session_reaches_neither_the_zygote_nor_another_session(
         assert victim.exec("cat /tmp/secret").stdout == b"secret\n"
         assert victim.exec("jobs | wc -l").stdout == b"1\n"
         assert _zygote_pid(zbox) == zpid and hostile.exec("echo ok").stdout == b"ok\n"
+
+
+def test_a_zygote_that_cannot_start_leaves_sessions_cold(
+    snapshot: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sb = ProcessSandbox(warm=False, workspace_open="zygote")
+    try:
+        if sb._zygote is None:
+            pytest.skip(f"no workspace zygote here: {sb.describe()['workspace_open']}")
+        sb._zygote.python = "/bin/false"  # exits at once: no ready
+        with sb.open_workspace(WorkspaceSpec(str(snapshot))) as ws:
+            assert ws.describe == sb.method and ws.exec("echo cold").stdout == b"cold\n"
+        assert str(sb.describe()["workspace_open"]).startswith("cold: the zygote failed")
+    finally:
+        sb.close()
+    monkeypatch.setenv("TASKSIEVE_WORKSPACE_OPEN", "cold")
+    cold = ProcessSandbox(warm=False)
+    try:
+        assert cold.describe()["workspace_open"] == "cold"
+    finally:
+        cold.close()
+    with pytest.raises(ValueError, match="workspace_open must be one of"):
+        ProcessSandbox(warm=False, workspace_open="fast")

@@ -357,4 +357,4 @@ def describe_open(zygote: WorkspaceZygote | None, root: bool, namespaced: bool) 
         return "cold" if root else "cold: the zygote needs root"
     if zygote.error:
         return f"cold: the zygote failed ({zygote.error[:200]})"
-    return "zygote"
+    return "zygote" if zygote.pid is not None else "zygote (started at the first open)"
