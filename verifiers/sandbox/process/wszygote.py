@@ -15,8 +15,9 @@ per-session uids); unprivileged, or where the zygote does not start, sessions op
 
 Lifetime: the zygote has a parent-death signal (it is started from a ``reap.Keeper`` thread)
 and exits, killing every session, at EOF on its control socket; each session's pid 1 has a
-parent-death signal on the zygote. ``close`` returns once the zygote has exited and every
-session it forked is gone.
+parent-death signal on the zygote. ``close`` returns once the zygote has exited; the sessions
+it still had are SIGKILLed by it and die with their pid 1 (the sandbox closes and waits for
+its open sessions before it closes the zygote).
 """
 
 from __future__ import annotations

@@ -124,11 +124,14 @@ def _zygote_serve(ctl: socket.socket) -> None:
                 os.close(f)
             ctl.send(b"error bad request")
             continue
-        pid = _zygote_fork(fds, own_pidns, me)
+        try:
+            pid, why = _zygote_fork(fds, own_pidns, me), "fork failed"
+        except OSError as e:  # no new pid namespace now (a limit): this open fails, not us
+            pid, why = -1, str(e)
         for f in fds:
             os.close(f)
         if pid < 0:
-            ctl.send(b"error fork failed")
+            ctl.send(f"error {why}".encode()[:200])
             continue
         pidfd = os.pidfd_open(pid)
         kids[pidfd] = pid
