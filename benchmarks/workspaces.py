@@ -4,8 +4,9 @@ Sub-measures (any subset; all by default), each printing the load before and aft
 
 - ``--create``: a generated repository of ``--files`` files; p50/p99 of (a) the
   copy-on-write layer alone (a quota tmpfs plus an overlay mounted in a private mount
-  namespace), (b) a cold ``open_workspace`` (namespaces, root, layer, guest agent, shell
-  ready), (c) ``open_workspace`` from a pre-started pool (``prewarm_workspaces``), against
+  namespace), (b) ``open_workspace`` in each mode of ``--modes`` (cold, or forked by the
+  workspace zygote: namespaces, root, layer, guest agent ready), (c) ``open_workspace``
+  from a pre-started pool (``prewarm_workspaces``), against
   (d) ``cp -a`` of the tree and (e) ``docker run -d`` of a container whose image holds it.
 - ``--open``: cold ``open_workspace`` (bubblewrap and a fresh interpreter) against one forked
   by the workspace zygote, side by side in one run: the samples alternate between the two
@@ -20,7 +21,7 @@ Sub-measures (any subset; all by default), each printing the load before and aft
 - ``--quick``: every measure, small (a smoke run).
 
 ``--idle`` and ``--churn`` run once per open mode of ``--modes`` (``cold,zygote`` by default);
-``--create`` and ``--exec`` use the first.
+``--exec`` uses the first; ``--create`` times the open of each.
 
     sudo python -m benchmarks.workspaces --open --n 200 --idle 1000 --churn 200
 """
@@ -107,7 +108,7 @@ def docker_image_with(repo: Path) -> str:
     return tag
 
 
-def bench_create(sb: ProcessSandbox, repo: Path, n: int) -> None:
+def bench_create(sbs: dict[str, ProcessSandbox], repo: Path, n: int) -> None:
     spec = WorkspaceSpec(str(repo))
     scratch = Path(tempfile.mkdtemp(prefix="ws-bench-"))
     try:
@@ -119,13 +120,16 @@ def bench_create(sb: ProcessSandbox, repo: Path, n: int) -> None:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(line("copy-on-write layer (mounts only)", layer))
-    cold = []
-    for _ in range(n):
-        t = time.perf_counter()
-        ws = sb.open_workspace(spec)
-        cold.append((time.perf_counter() - t) * 1000)
-        ws.close()
-    print(line(f"open_workspace, {sb.describe()['workspace_open']}", cold))
+    opens: dict[str, list[float]] = {}
+    for mode, box in sbs.items():
+        opens[mode] = []
+        for _ in range(n):
+            t = time.perf_counter()
+            ws = box.open_workspace(spec)
+            opens[mode].append((time.perf_counter() - t) * 1000)
+            ws.close()
+        print(line(f"open_workspace, {box.describe()['workspace_open']}", opens[mode]))
+    sb = next(iter(sbs.values()))
     pool = sb.prewarm_workspaces(spec, size=4)
     warm = []
     for _ in range(n):
@@ -145,8 +149,9 @@ def bench_create(sb: ProcessSandbox, repo: Path, n: int) -> None:
     shutil.rmtree(dest, ignore_errors=True)
     print(line(f"cp -a of the tree ({len(cps)} copies)", cps))
     cp50 = statistics.median(cps)
-    print(f"  cp -a p50 / layer p50 = {cp50 / statistics.median(layer):.0f}x; "
-          f"/ cold open p50 = {cp50 / statistics.median(cold):.1f}x; "
+    per_mode = "; ".join(f"/ {m} open p50 = {cp50 / statistics.median(x):.1f}x"
+                         for m, x in opens.items())  # fmt: skip
+    print(f"  cp -a p50 / layer p50 = {cp50 / statistics.median(layer):.0f}x; {per_mode}; "
           f"/ pooled open p50 = {cp50 / statistics.median(warm):.0f}x")  # fmt: skip
     if not docker_ok():
         print("  docker run: skipped (no engine or no sandbox image)")
@@ -207,7 +212,7 @@ def bench_open(sbs: dict[str, ProcessSandbox], repo: Path, n: int) -> None:
         print(line(f"open_workspace, {mode} ({sb.describe()['workspace_open']})", ms[mode]))
         print(line(f"  CPU time of one {mode} open", cpu[mode]))
     if len(ms) == 2:
-        (a, xa), (b, xb) = ms.items()
+        (a, xa), (b, xb) = sorted(ms.items())  # cold first: the ratio is cold over zygote
         print(f"  wall p50 {a} / {b} = {statistics.median(xa) / statistics.median(xb):.2f}x, "
               f"p99 {pct(xa, 0.99) / pct(xb, 0.99):.2f}x; CPU p50 "
               f"{statistics.median(cpu[a]) / statistics.median(cpu[b]):.2f}x")  # fmt: skip
@@ -268,8 +273,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench_open: {machine_line()}")
             bench_open(sbs, repo, a.n)
             print(f"  after: {machine_line()}")
+        if a.create:
+            print(f"bench_create: {machine_line()}")
+            bench_create(sbs, repo, a.n)
+            print(f"  after: {machine_line()}")
         for flag, fn, arg, each in (
-            (a.create, bench_create, a.n, False),
             (a.exec, bench_exec, a.n * 5, False),
             (a.idle, bench_idle, a.idle, True),
             (a.churn, bench_churn, a.churn, True),

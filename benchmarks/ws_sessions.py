@@ -164,6 +164,7 @@ def bench_idle(sb: ProcessSandbox, repo: Path, n: int) -> None:
             list(ex.map(lambda s: s.close(), sessions))
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
 # in the argv of a session's bwrap and agent: the guest's source, or the loader of its code
 MARKS = (b"Guest: set up one workspace session", b"c=marshal.loads(os.pread(f,")
 # in the argv of the workspace zygote and of the sessions it forked (only those count)
@@ -175,9 +176,13 @@ class Census:
     """This run's sessions as the kernel shows them: processes (a session's bubblewrap and
     agent, which carry one of ``MARKS`` in their argv and descend from this process, and every
     process in an agent's pid namespace), their pid and mount namespaces and memory cgroups,
-    the host's mount table, and all processes on the machine (other work included)."""
+    the host's mount table, and all processes on the machine (other work included). Counted
+    after the sessions closed, a process started since they were counted open is left out of
+    the namespaces: the kernel reuses a freed namespace's number (seen: another user's
+    container init in namespaces numbered as a closed session's were)."""
 
     machine: int
+    at: float  # seconds since boot when counted (process start times are in the same clock)
     procs: frozenset[int]
     pid_ns: frozenset[str]
     mnt_ns: frozenset[str]
@@ -189,10 +194,17 @@ def _census(known: Census | None = None) -> Census:
     """Count now; with ``known`` (a census taken while sessions were open) also count what is
     left of the namespaces and cgroups it saw."""
     info: dict[int, tuple[int, bool, str, str]] = {}
+    at = time.clock_gettime(time.CLOCK_BOOTTIME)
+    newer: set[int] = set()
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                ppid = int((p / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+                stat = (p / "stat").read_bytes().rsplit(b")", 1)[1].split()
+                ppid = int(stat[1])
+                if known is not None and int(stat[19]) / _TICK > known.at:
+                    # started after the sessions were counted: it cannot be one of theirs,
+                    # though the kernel may have given its namespaces their freed numbers
+                    newer.add(int(p.name))
                 cmdline = (p / "cmdline").read_bytes()
                 marked = any(m in cmdline for m in MARKS)
                 if ZYGOTE_MARK in cmdline:  # a forked session, not the zygote (host pid ns)
@@ -217,10 +229,11 @@ def _census(known: Census | None = None) -> Census:
     host_mnt = os.readlink("/proc/self/ns/mnt")
     if known is not None:
         spaces |= known.pid_ns
-    procs = ours | {pid for pid, v in info.items() if v[2] in spaces}
+    old = {pid: v for pid, v in info.items() if pid not in newer}
+    procs = ours | {pid for pid, v in old.items() if v[2] in spaces}
     mnts = {info[p][3] for p in procs} - {host_mnt}
     if known is not None:  # any process on the machine still in one of those namespaces
-        mnts = {v[3] for v in info.values() if v[3] in known.mnt_ns} | mnts
+        mnts = {v[3] for v in old.values() if v[3] in known.mnt_ns} | mnts
     groups = set()
     for pid in procs:
         with contextlib.suppress(OSError):
@@ -230,8 +243,8 @@ def _census(known: Census | None = None) -> Census:
     if known is not None:
         groups |= {g for g in known.cgroups if any(Path("/sys/fs/cgroup").glob(f"*{g}"))}
     lines = len(Path("/proc/self/mountinfo").read_text().splitlines())
-    return Census(len(info), frozenset(procs), frozenset(spaces - {host} if known is None
-                  else {v[2] for v in info.values() if v[2] in spaces}), frozenset(mnts),
+    return Census(len(info), at, frozenset(procs), frozenset(spaces - {host} if known is None
+                  else {v[2] for v in old.values() if v[2] in spaces}), frozenset(mnts),
                   frozenset(groups), lines)  # fmt: skip
 
 
