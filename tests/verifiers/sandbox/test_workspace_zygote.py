@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -207,3 +209,27 @@ def test_a_zygote_that_cannot_start_leaves_sessions_cold(
         cold.close()
     with pytest.raises(ValueError, match="workspace_open must be one of"):
         ProcessSandbox(warm=False, workspace_open="fast")
+
+
+_HOST = """
+import os, sys
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
+from tasksieve.verifiers.sandbox.workspace import WorkspaceSpec
+sb = ProcessSandbox(warm=False, workspace_open="zygote")
+ws = sb.open_workspace(WorkspaceSpec(sys.argv[1]))
+ws.exec("sleep 4322 &")
+print(sb._zygote.pid, ws.host_pid, flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_killed_host_takes_the_zygote_and_its_sessions(snapshot: Path) -> None:
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", _HOST, str(snapshot)], capture_output=True,
+                         env=env, timeout=120).stdout.split()  # fmt: skip
+    if len(out) != 2:
+        pytest.skip("no workspace zygote here")
+    zpid, agent = map(int, out)
+    gone = _wait_until(lambda: not any(Path(f"/proc/{p}").exists() for p in (zpid, agent)))
+    assert gone, "the zygote or its session outlived the host"
