@@ -8,6 +8,12 @@ builds the root too). The guest mounts the copy-on-write layer (see ``wsinit``) 
 session over its stdin/stdout (``verifiers.sandbox.wsclient``). Processes are started from a
 long-lived keeper thread, since parent-death signals fire when the forking thread exits.
 
+As root, given the sandbox's zygote (``wszygote``; ``make_zygote`` decides from the sandbox's
+``workspace_open``), a session is instead forked from that pre-imported guest into fresh
+namespaces where it runs the ``unshare`` path's set-up (``wsinit.run_session``): no
+bubblewrap, no interpreter start; the same root, layer, limits, cgroup and frames. Where the
+zygote cannot start or fork, the open falls back to the cold start above.
+
 The snapshot is bound at /snapshot only long enough to mount the overlay; then the guest
 detaches it, so nothing in the session (the agent included) reaches the lower layer, and a
 file deleted from the view (an agent's hidden tests) cannot be read back. ``diff`` is computed

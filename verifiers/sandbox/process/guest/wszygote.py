@@ -100,6 +100,9 @@ def _zygote_serve(ctl: socket.socket) -> None:
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
     kids: dict[int, int] = {}  # pidfd -> pid
+    devnull = os.open("/dev/null", os.O_WRONLY)
+    os.dup2(devnull, 2)  # the host reads our stderr only until ready; sessions inherit this
+    os.close(devnull)
     ctl.send(b"ready")
     while True:
         ready = {fd for fd, _ in poller.poll()}
