@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     print(command_line("benchmarks.open_profile"))
     if a.zygote:
         return zygote_profile(a.n)
-    sb = ProcessSandbox(warm=False)
+    sb = ProcessSandbox(warm=False, workspace_open="cold")
     if sb.method != "bwrap":
         print(f"needs bubblewrap (this sandbox uses {sb.method})")
         return 2
