@@ -199,6 +199,9 @@ def test_a_zygote_that_cannot_start_leaves_sessions_cold(
         with sb.open_workspace(WorkspaceSpec(str(snapshot))) as ws:
             assert ws.describe == sb.method and ws.exec("echo cold").stdout == b"cold\n"
         assert str(sb.describe()["workspace_open"]).startswith("cold: the zygote failed")
+        tries = sb._zygote.tries
+        with sb.open_workspace(WorkspaceSpec(str(snapshot))) as ws:  # no new try for 10 s
+            assert ws.describe == sb.method and sb._zygote.tries == tries == 1
     finally:
         sb.close()
     monkeypatch.setenv("TASKSIEVE_WORKSPACE_OPEN", "cold")

@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from tasksieve.verifiers.sandbox.guest import bundle
@@ -37,6 +38,7 @@ from tasksieve.verifiers.sandbox.process.runs import PATH
 
 ZYGOTE_SOURCE = bundle(str(Path(__file__).parent / "guest" / "wszygote.py"))
 _START_S = 30.0
+_RETRY_S = 10.0  # after a failed start, opens go cold this long before the next try
 
 
 class ZygoteError(OSError):
@@ -54,7 +56,10 @@ class WorkspaceZygote:
         self._owner = 0
         self._keeper = Keeper()
         self.starts = 0  # how many times a zygote was started (tests, monitoring)
+        self.tries = 0  # how many times one was tried
         self.error: str | None = None  # why the last session could not be forked
+        self._failed_at = -_RETRY_S  # monotonic time of the last failed start
+        self._why = ""  # and why it failed
 
     @property
     def pid(self) -> int | None:
@@ -64,6 +69,16 @@ class WorkspaceZygote:
 
     def _start(self) -> None:
         self._stop()
+        if time.monotonic() - self._failed_at < _RETRY_S:
+            raise ZygoteError(self._why)
+        try:
+            self._spawn()
+        except ZygoteError as e:
+            self._failed_at, self._why = time.monotonic(), str(e)
+            raise
+
+    def _spawn(self) -> None:
+        self.tries += 1
         ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [self.python, "-I", "-S", "-c", ZYGOTE_SOURCE, "zygote", str(theirs.fileno())]
         argv.append(str(os.getpid()))
