@@ -11,7 +11,13 @@ wait is then split with the same bubblewrap command line running, in place of th
 source with its ``main()`` disabled (plus compiling and importing the 38 KB guest program),
 and the guest's standard-library imports alone (to split importing from compiling).
 
+``--zygote`` profiles an open forked by the workspace zygote instead: the host's phases
+(config, cgroup created, the zygote's fork and answer, the hello), and from the kernel's
+``/proc/PID/schedstat`` the session agent's time on the CPU up to its hello against its time
+waiting for one (the load's share).
+
     sudo python -m benchmarks.open_profile --n 50
+    sudo python -m benchmarks.open_profile --n 50 --zygote
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.timing import command_line, machine_line, run_reported
+from benchmarks.ws_sessions import guest
 from tasksieve.verifiers.sandbox.process import workspace as pw
 from tasksieve.verifiers.sandbox.process.launchers import WSINIT
 from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
@@ -57,7 +64,7 @@ class Clock:
 
 def instrument(clock: Clock) -> Callable[[], None]:
     """Wrap the workspace module's steps; returns the undo."""
-    saved = {n: getattr(pw, n) for n in ("_config", "init_from_info", "_cgroup", "GuestSession")}
+    saved = {n: getattr(pw, n) for n in ("_config", "init_from_info", "_cgroup", "SnapshotSession")}
     popen = pw.KEEPER.popen
 
     def seen_popen(argv: list[str], *args: Any, **kwargs: Any) -> Any:
@@ -67,7 +74,7 @@ def instrument(clock: Clock) -> Callable[[], None]:
     pw._config = clock.wrap("config", saved["_config"])
     pw.init_from_info = clock.wrap("info_fd", saved["init_from_info"])
     pw._cgroup = clock.wrap("cgroup", saved["_cgroup"])
-    pw.GuestSession = clock.wrap("hello", saved["GuestSession"])  # type: ignore[assignment,misc]
+    pw.SnapshotSession = clock.wrap("hello", saved["SnapshotSession"])  # type: ignore[assignment,misc]
     pw.KEEPER.popen = clock.wrap("popen", seen_popen)  # type: ignore[method-assign]
 
     def undo() -> None:
@@ -100,9 +107,12 @@ def timed_runs(argv: list[str], n: int) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--n", type=int, default=50, help="cold opens (and runs of each variant)")
+    ap.add_argument("--zygote", action="store_true", help="profile opens forked by the zygote")
     a = ap.parse_args(argv)
     print(command_line("benchmarks.open_profile"))
-    sb = ProcessSandbox(warm=False)
+    if a.zygote:
+        return zygote_profile(a.n)
+    sb = ProcessSandbox(warm=False, workspace_open="cold")
     if sb.method != "bwrap":
         print(f"needs bubblewrap (this sandbox uses {sb.method})")
         return 2
@@ -128,6 +138,61 @@ def main(argv: list[str] | None = None) -> int:
             sb.close()
         report(clock, totals)
         split_hello(clock.argv, a.n)
+    return 0
+
+
+def zygote_profile(n: int) -> int:
+    """``n`` opens forked by the zygote: host phases, the agent's CPU and runqueue time."""
+    sb = ProcessSandbox(warm=False, workspace_open="zygote")
+    zygote = sb._zygote
+    if zygote is None:
+        print(f"no workspace zygote here: {sb.describe()['workspace_open']}")
+        sb.close()
+        return 2
+    clock = Clock()
+    saved = (pw._config, pw.SessionCgroup.create, zygote.fork_session, pw.SnapshotSession)
+    pw._config = clock.wrap("config", saved[0])
+    pw.SessionCgroup.create = clock.wrap("cgroup", saved[1])  # type: ignore[method-assign]
+    zygote.fork_session = clock.wrap("fork", saved[2])  # type: ignore[method-assign]
+    pw.SnapshotSession = clock.wrap("hello", saved[3])  # type: ignore[assignment,misc]
+    totals: list[float] = []
+    agent: list[tuple[float, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "a.py").write_text("x = 1\n")
+        spec = WorkspaceSpec(tmp)
+        try:
+            sb.open_workspace(spec).close()  # starts the zygote
+            for _ in range(n):
+                clock.now = {}
+                t0 = time.perf_counter()
+                ws = sb.open_workspace(spec)
+                totals.append(1000 * (time.perf_counter() - t0))
+                clock.rows.append(clock.now)
+                run, wait = Path(f"/proc/{guest(ws).host_pid}/schedstat").read_text().split()[:2]
+                agent.append((int(run) / 1e6, int(wait) / 1e6))
+                ws.close()
+        finally:
+            pw._config, pw.SessionCgroup.create = saved[0], saved[1]  # type: ignore[method-assign]
+            pw.SnapshotSession = saved[3]  # type: ignore[misc]
+            sb.close()
+    total = statistics.fmean(totals)
+    print(f"{n} zygote opens (p50 {statistics.median(totals):.2f} ms); {machine_line()}")
+    print("| phase | mean ms | share of the mean open |")
+    print("|---|---|---|")
+    names = {
+        "config": "guest config (paths, limits, seccomp as hex)",
+        "cgroup": "session cgroup created (the session moves itself in)",
+        "fork": "zygote: request sent, session forked, pidfd back",
+        "hello": "session: namespaces, root, layer, agent; hello read",
+    }
+    for p, label in names.items():
+        m = statistics.fmean(r.get(p, 0.0) for r in clock.rows)
+        print(f"| {label} | {m:.2f} | {100 * m / total:.0f}% |")
+    print(f"| whole zygote open | {total:.2f} | 100% |")
+    run_ms = statistics.median(r for r, _ in agent)
+    wait_ms = statistics.median(w for _, w in agent)
+    print(f"session agent up to its hello (p50): {run_ms:.2f} ms on the CPU, "
+          f"{wait_ms:.2f} ms waiting for one (load)")  # fmt: skip
     return 0
 
 
@@ -157,7 +222,7 @@ def report(clock: Clock, totals: list[float]) -> None:
 def split_hello(argv: list[str], n: int) -> None:
     """The session's bubblewrap command line with lighter programs in place of the guest."""
     py = argv[argv.index("--") + 1]
-    guest_import = WSINIT.replace('if __name__ == "__main__":', "if False:")
+    guest_import = WSINIT.replace('if __name__ == "__main__" and', "if False and")
     found = re.finditer(r"^(?:import ([\w.]+)|from ([\w.]+) import)", WSINIT, re.M)
     stdlib = sorted({m.group(1) or m.group(2) for m in found} - {"__future__"})
     stdlib = [m for m in stdlib if not m.startswith("tasksieve")]

@@ -53,7 +53,8 @@ def guest(ws: Workspace) -> GuestSession:
 
 
 def session_pss_kb(session: GuestSession, kids: dict[int, list[int]]) -> tuple[int, int]:
-    """(PSS in KiB, process count) of a session's host processes (launcher and below)."""
+    """(PSS in KiB, process count) of a session's host processes (launcher and below; a
+    zygote session's agent and below: the zygote is counted apart, ``zygote_pss_kb``)."""
     todo, total, count = [session.host_pid or 0], 0, 0
     while todo:
         pid = todo.pop()
@@ -62,10 +63,17 @@ def session_pss_kb(session: GuestSession, kids: dict[int, list[int]]) -> tuple[i
     return total, count
 
 
+def _agent_and_kids(session: GuestSession, kids: dict[int, list[int]]) -> list[int]:
+    """Where a session's agent may be: its host pid itself (forked by the zygote), else a
+    child of its launcher (bubblewrap or unshare)."""
+    own = [session.host_pid or 0] if session.describe == "zygote" else []
+    return own + kids.get(session.host_pid or 0, [])
+
+
 def session_layer_kb(session: GuestSession, kids: dict[int, list[int]]) -> int | None:
     """KiB used in the session's quota tmpfs (statfs of its overlay reports the upper layer's
     file system), read through its agent's root; None where it cannot be read."""
-    for pid in kids.get(session.host_pid or 0, []):
+    for pid in _agent_and_kids(session, kids):
         try:
             st = os.statvfs(f"/proc/{pid}/root/workspace")
         except OSError:
@@ -77,7 +85,7 @@ def session_layer_kb(session: GuestSession, kids: dict[int, list[int]]) -> int |
 def session_cgroup_kb(session: GuestSession, kids: dict[int, list[int]]) -> int | None:
     """KiB charged to the session's memory cgroup (v1 ``memory.usage_in_bytes`` or v2
     ``memory.current``), None where the session has no cgroup of its own."""
-    for pid in kids.get(session.host_pid or 0, []):
+    for pid in _agent_and_kids(session, kids):
         try:
             lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
         except OSError:
@@ -96,6 +104,13 @@ def session_cgroup_kb(session: GuestSession, kids: dict[int, list[int]]) -> int 
                 except (OSError, ValueError):
                     return None
     return None
+
+
+def zygote_pss_kb(sb: ProcessSandbox) -> int:
+    """PSS in KiB of the sandbox's workspace zygote (0 where none runs)."""
+    zygote = getattr(sb, "_zygote", None)
+    pid = zygote.pid if zygote is not None else None
+    return 0 if pid is None else _pss_kb(pid)
 
 
 def _available_kb() -> int:
@@ -133,6 +148,9 @@ def bench_idle(sb: ProcessSandbox, repo: Path, n: int) -> None:
         if read:
             print(f"  its quota tmpfs in use ({len(read)} of {n} read): {_p50_mb(read)}")
         print(f"  PSS + tmpfs per session: {_p50_mb(both)}")
+        if zyg := zygote_pss_kb(sb):
+            print(f"  the zygote's own PSS (shared by all): {zyg / 1024:.2f} MB, "
+                  f"{zyg / n / 1024:.3f} MB per session")  # fmt: skip
         got = [g for g in groups if g is not None]
         if got:
             print(f"  charged to its memory cgroup ({len(got)} of {n}): {_p50_mb(got)}")
@@ -146,8 +164,11 @@ def bench_idle(sb: ProcessSandbox, repo: Path, n: int) -> None:
             list(ex.map(lambda s: s.close(), sessions))
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
 # in the argv of a session's bwrap and agent: the guest's source, or the loader of its code
 MARKS = (b"Guest: set up one workspace session", b"c=marshal.loads(os.pread(f,")
+# in the argv of the workspace zygote and of the sessions it forked (only those count)
+ZYGOTE_MARK = b"Guest: the workspace zygote"
 
 
 @dataclass(frozen=True)
@@ -155,9 +176,13 @@ class Census:
     """This run's sessions as the kernel shows them: processes (a session's bubblewrap and
     agent, which carry one of ``MARKS`` in their argv and descend from this process, and every
     process in an agent's pid namespace), their pid and mount namespaces and memory cgroups,
-    the host's mount table, and all processes on the machine (other work included)."""
+    the host's mount table, and all processes on the machine (other work included). Counted
+    after the sessions closed, a process started since they were counted open is left out of
+    the namespaces: the kernel reuses a freed namespace's number (seen: another user's
+    container init in namespaces numbered as a closed session's were)."""
 
     machine: int
+    at: float  # seconds since boot when counted (process start times are in the same clock)
     procs: frozenset[int]
     pid_ns: frozenset[str]
     mnt_ns: frozenset[str]
@@ -169,12 +194,21 @@ def _census(known: Census | None = None) -> Census:
     """Count now; with ``known`` (a census taken while sessions were open) also count what is
     left of the namespaces and cgroups it saw."""
     info: dict[int, tuple[int, bool, str, str]] = {}
+    at = time.clock_gettime(time.CLOCK_BOOTTIME)
+    newer: set[int] = set()
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                ppid = int((p / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+                stat = (p / "stat").read_bytes().rsplit(b")", 1)[1].split()
+                ppid = int(stat[1])
+                if known is not None and int(stat[19]) / _TICK > known.at:
+                    # started after the sessions were counted: it cannot be one of theirs,
+                    # though the kernel may have given its namespaces their freed numbers
+                    newer.add(int(p.name))
                 cmdline = (p / "cmdline").read_bytes()
                 marked = any(m in cmdline for m in MARKS)
+                if ZYGOTE_MARK in cmdline:  # a forked session, not the zygote (host pid ns)
+                    marked = os.readlink(p / "ns/pid") != os.readlink("/proc/self/ns/pid")
                 info[int(p.name)] = (ppid, marked, os.readlink(p / "ns/pid"),
                                      os.readlink(p / "ns/mnt"))  # fmt: skip
             except (OSError, IndexError, ValueError):
@@ -195,10 +229,11 @@ def _census(known: Census | None = None) -> Census:
     host_mnt = os.readlink("/proc/self/ns/mnt")
     if known is not None:
         spaces |= known.pid_ns
-    procs = ours | {pid for pid, v in info.items() if v[2] in spaces}
+    old = {pid: v for pid, v in info.items() if pid not in newer}
+    procs = ours | {pid for pid, v in old.items() if v[2] in spaces}
     mnts = {info[p][3] for p in procs} - {host_mnt}
     if known is not None:  # any process on the machine still in one of those namespaces
-        mnts = {v[3] for v in info.values() if v[3] in known.mnt_ns} | mnts
+        mnts = {v[3] for v in old.values() if v[3] in known.mnt_ns} | mnts
     groups = set()
     for pid in procs:
         with contextlib.suppress(OSError):
@@ -208,8 +243,8 @@ def _census(known: Census | None = None) -> Census:
     if known is not None:
         groups |= {g for g in known.cgroups if any(Path("/sys/fs/cgroup").glob(f"*{g}"))}
     lines = len(Path("/proc/self/mountinfo").read_text().splitlines())
-    return Census(len(info), frozenset(procs), frozenset(spaces - {host} if known is None
-                  else {v[2] for v in info.values() if v[2] in spaces}), frozenset(mnts),
+    return Census(len(info), at, frozenset(procs), frozenset(spaces - {host} if known is None
+                  else {v[2] for v in old.values() if v[2] in spaces}), frozenset(mnts),
                   frozenset(groups), lines)  # fmt: skip
 
 

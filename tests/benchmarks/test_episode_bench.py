@@ -50,9 +50,10 @@ def test_docker_exec_baseline_runs_the_same_actions(capsys: pytest.CaptureFixtur
 
 
 @needs_bwrap
-def test_census_sees_an_open_session_and_nothing_after_close(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("mode", ["cold", "zygote"])
+def test_census_sees_an_open_session_and_nothing_after_close(tmp_path, mode: str) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "a.txt").write_text("x\n")
-    sb = ProcessSandbox(warm=False)
+    sb = ProcessSandbox(warm=False, workspace_open=mode)
     try:
         before = ws_sessions._census()
         ws = sb.open_workspace(WorkspaceSpec(str(tmp_path)))
@@ -61,7 +62,8 @@ def test_census_sees_an_open_session_and_nothing_after_close(tmp_path) -> None: 
     finally:
         sb.close()
     after = ws_sessions._census(during)
-    assert len(during.procs) >= len(before.procs) + 2  # its bubblewrap and agent at least
+    # its bubblewrap and agent at least; forked by the zygote, its agent (no shell yet)
+    assert len(during.procs) >= len(before.procs) + (2 if mode == "cold" else 1)
     assert len(during.pid_ns) == len(before.pid_ns) + 1
     assert not after.procs and not after.pid_ns and not after.mnt_ns
 

@@ -34,11 +34,18 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module", params=["bwrap", "unshare"])
+@pytest.fixture(scope="module", params=["bwrap", "unshare", "zygote"])
 def box(request: pytest.FixtureRequest, snapshot: Path) -> Iterator[ProcessSandbox]:
-    """A process sandbox with bubblewrap, then with the util-linux fallback; no mount of
-    theirs may show in the host's mount table."""
-    sb = ProcessSandbox(isolation=request.param, warm=False)
+    """A process sandbox opening sessions cold with bubblewrap, cold with the util-linux
+    fallback, then forked from the workspace zygote; no mount of theirs may show in the
+    host's mount table."""
+    if request.param == "zygote":
+        sb = ProcessSandbox(warm=False, workspace_open="zygote")
+        if not str(sb.describe()["workspace_open"]).startswith("zygote"):
+            sb.close()
+            pytest.skip(f"no workspace zygote here: {sb.describe()['workspace_open']}")
+    else:
+        sb = ProcessSandbox(isolation=request.param, warm=False, workspace_open="cold")
     try:
         yield sb
     finally:

@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"doctor: the process sandbox cannot isolate runs here: {why}", file=sys.stderr)
         return 1
     print(f"doctor: process sandbox isolation {got['isolation']} (weak: {got['weak']})")
+    print(f"doctor: workspace sessions open {got.get('workspace_open', 'cold')}")
     if "bwrap" in missing:
         print(
             "doctor: full isolation without bubblewrap (unshare fallback, no warm fork "

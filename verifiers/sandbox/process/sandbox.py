@@ -71,7 +71,12 @@ from tasksieve.verifiers.sandbox.process.runs import WORKDIR, SandboxProcess, su
 from tasksieve.verifiers.sandbox.process.seccomp import build_filter
 from tasksieve.verifiers.sandbox.process.tools import HostTools
 from tasksieve.verifiers.sandbox.process.uids import UIDS
-from tasksieve.verifiers.sandbox.process.workspace import open_process_workspace, spec_key
+from tasksieve.verifiers.sandbox.process.workspace import (
+    describe_open,
+    make_zygote,
+    open_process_workspace,
+    spec_key,
+)
 from tasksieve.verifiers.sandbox.process.wspool import WorkspacePool
 from tasksieve.verifiers.sandbox.support import check_name
 from tasksieve.verifiers.sandbox.workspace import Workspace, WorkspaceSpec
@@ -104,6 +109,7 @@ class ProcessSandbox(Sandbox):
         python: str | None = None,
         warm: bool = True,
         probe_cache: bool = True,
+        workspace_open: str = "auto",
     ) -> None:
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
@@ -143,6 +149,8 @@ class ProcessSandbox(Sandbox):
             self.warm_unavailable = "needs root (per-run uids)"
         elif warm and self._server is None:
             self.warm_unavailable = why_warm or "the fork server did not start"
+        namespaced = self.method in _NAMESPACED
+        self._zygote = make_zygote(workspace_open, self.python, self._root, namespaced)
         self.capabilities = Capabilities(
             spawn=True,
             paired_runs=self._server is not None,
@@ -180,6 +188,7 @@ class ProcessSandbox(Sandbox):
             "workspace_cgroup": cgroup_describe()
             if isolated and self._root
             else "none: unprivileged",
+            "workspace_open": describe_open(self._zygote, self._root, isolated),
         }
 
     def close(self) -> None:
@@ -200,6 +209,8 @@ class ProcessSandbox(Sandbox):
             pool.close()
         for ws in list(self._workspaces):
             ws.close()
+        if self._zygote is not None:
+            self._zygote.close()
 
     def run(
         self,
@@ -298,7 +309,7 @@ class ProcessSandbox(Sandbox):
         setup = ColdSetup(
             self.method, self.tools, self.python, self._root, self._binds, self._plan, self._seccomp
         )
-        return open_process_workspace(setup, spec)
+        return open_process_workspace(setup, spec, self._zygote)
 
     def _track(self, proc: SandboxProcess) -> SandboxProcess:
         with self._runs_lock:

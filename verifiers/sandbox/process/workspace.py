@@ -8,6 +8,12 @@ builds the root too). The guest mounts the copy-on-write layer (see ``wsinit``) 
 session over its stdin/stdout (``verifiers.sandbox.wsclient``). Processes are started from a
 long-lived keeper thread, since parent-death signals fire when the forking thread exits.
 
+As root, given the sandbox's zygote (``wszygote``; ``make_zygote`` decides from the sandbox's
+``workspace_open``), a session is instead forked from that pre-imported guest into fresh
+namespaces where it runs the ``unshare`` path's set-up (``wsinit.run_session``): no
+bubblewrap, no interpreter start; the same root, layer, limits, cgroup and frames. Where the
+zygote cannot start or fork, the open falls back to the cold start above.
+
 The snapshot is bound at /snapshot only long enough to mount the overlay; then the guest
 detaches it, so nothing in the session (the agent included) reaches the lower layer, and a
 file deleted from the view (an agent's hidden tests) cannot be read back. ``diff`` is computed
@@ -40,6 +46,7 @@ import marshal
 import os
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -49,6 +56,7 @@ from tasksieve.verifiers.sandbox.process.launchers import WSINIT
 from tasksieve.verifiers.sandbox.process.reap import Keeper, init_from_info
 from tasksieve.verifiers.sandbox.process.runs import PATH, SandboxProcess
 from tasksieve.verifiers.sandbox.process.uids import UIDS
+from tasksieve.verifiers.sandbox.process.wszygote import WorkspaceZygote, ZygoteError, kill_session
 from tasksieve.verifiers.sandbox.workspace import (
     ENV_MOUNT,
     SNAPSHOT_MOUNT,
@@ -183,10 +191,67 @@ def _unshare_argv(setup: ColdSetup, uid: int | None, cfg_fd: int, code_fd: int =
     ]  # fmt: skip
 
 
-def open_process_workspace(setup: ColdSetup, spec: WorkspaceSpec) -> GuestSession:
-    """Start one session's namespaces and guest agent; the caller owns (and closes) it."""
+def open_process_workspace(
+    setup: ColdSetup, spec: WorkspaceSpec, zygote: WorkspaceZygote | None = None
+) -> GuestSession:
+    """Start one session's namespaces and guest agent; the caller owns (and closes) it.
+
+    With a ``zygote`` (as root; see ``wszygote``) the session is forked from it; where the
+    zygote cannot start or fork, and without one, it opens cold."""
     if setup.method not in ("bwrap", "unshare-mount"):
         raise WorkspaceError("workspaces need namespaces (bubblewrap or unshare), not 'none'")
+    if zygote is not None and setup.root:
+        try:
+            return _open_forked(setup, spec, zygote)
+        except ZygoteError as e:
+            zygote.error = str(e)
+    return _open_cold(setup, spec)
+
+
+def _open_forked(setup: ColdSetup, spec: WorkspaceSpec, zygote: WorkspaceZygote) -> GuestSession:
+    """One session forked by the zygote: the cold ``unshare`` set-up, without the start."""
+    uid = UIDS.take()
+    lim = spec.limits
+    group: SessionCgroup | None = None
+    pidfd = -1
+    try:
+        cfg = {**_config(setup, spec, uid), "mode": "unshare"}
+        group = SessionCgroup.create(lim.memory_mb << 20, lim.max_processes + 4)
+        cfg["cgroup_procs"] = [] if group is None else group.procs
+        cfg_fd = os.memfd_create("workspace-config", os.MFD_CLOEXEC)
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        try:
+            os.write(cfg_fd, json.dumps(cfg).encode())
+            pidfd, pid = zygote.fork_session(cfg_fd, req_r, rep_w)
+        except BaseException:
+            os.close(req_w)
+            os.close(rep_r)
+            raise
+        finally:
+            for fd in (cfg_fd, req_r, rep_w):
+                os.close(fd)
+    except BaseException:
+        if group is not None:
+            group.remove()
+        UIDS.give(uid)
+        raise
+    done = threading.Lock()
+
+    def kill() -> None:
+        if not done.acquire(blocking=False):
+            return
+        gone = kill_session(pidfd)
+        if group is not None:
+            group.remove()
+        if gone:
+            UIDS.give(uid)
+
+    return SnapshotSession(spec, req_w, rep_r, kill, "zygote", pid)
+
+
+def _open_cold(setup: ColdSetup, spec: WorkspaceSpec) -> GuestSession:
+    """A session started cold: bubblewrap or ``unshare`` and a fresh interpreter."""
     uid = UIDS.take() if setup.root else None
     keep: list[int] = []
     info_r = -1
@@ -272,3 +337,30 @@ def _cgroup(spec: WorkspaceSpec, proc: SandboxProcess) -> SessionCgroup | None:
     with contextlib.suppress(OSError):  # the session failed to start: its hello says why
         group.add(pid)
     return group
+
+
+OPEN_MODES = ("auto", "zygote", "cold")
+
+
+def make_zygote(mode: str, python: str, root: bool, namespaced: bool) -> WorkspaceZygote | None:
+    """The sandbox's zygote for ``mode`` (``auto``/``zygote``: as root with namespaces;
+    ``cold``: none). ``mode`` ``auto`` yields to ``TASKSIEVE_WORKSPACE_OPEN`` when set.
+    Nothing starts here: the zygote starts at the first open."""
+    if mode == "auto":
+        mode = os.environ.get("TASKSIEVE_WORKSPACE_OPEN", "") or "auto"
+    if mode not in OPEN_MODES:
+        raise ValueError(f"workspace_open must be one of {', '.join(OPEN_MODES)}, got {mode!r}")
+    if mode == "cold" or not (root and namespaced):
+        return None
+    return WorkspaceZygote(python)
+
+
+def describe_open(zygote: WorkspaceZygote | None, root: bool, namespaced: bool) -> str:
+    """How ``open_workspace`` starts a session, for ``describe()`` and the doctor."""
+    if not namespaced:
+        return "none: workspaces need namespaces"
+    if zygote is None:
+        return "cold" if root else "cold: the zygote needs root"
+    if zygote.error:
+        return f"cold: the zygote failed ({zygote.error[:200]})"
+    return "zygote" if zygote.pid is not None else "zygote (started at the first open)"

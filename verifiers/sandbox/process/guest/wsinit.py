@@ -31,6 +31,8 @@ import contextlib
 import ctypes
 import json
 import os
+import platform
+import signal
 import struct
 import sys
 from typing import Any
@@ -52,6 +54,7 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
 from tasksieve.verifiers.sandbox.process.guest.rootfs import _MNT_DETACH, _drop, build_root
 
 _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_SETATTR = 428, 429, 442  # the same on every arch
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}[platform.machine()]  # flags first on both
 _OPEN_TREE_CLONE, _AT_EMPTY_PATH, _MOVE_EMPTY = 1, 0x1000, 4
 _ATTR_RDONLY, _ATTR_IDMAP = 0x1, 0x00100000
 _EINVAL, _PR_SET_DUMPABLE = 22, 4
@@ -67,29 +70,28 @@ def detach_all(path: str) -> None:
 
 
 def _userns_fd(uid: int) -> int:
-    """A user namespace mapping 0 to ``uid`` (for an idmapped mount), held by a descriptor."""
-    ready_r, ready_w = os.pipe()
-    go_r, go_w = os.pipe()
-    pid = os.fork()
+    """A user namespace mapping 0 to ``uid`` (for an idmapped mount), held by a descriptor.
+
+    A raw ``clone(CLONE_NEWUSER)`` child is in its namespace from birth, so the maps are
+    written at once, without a handshake with the child (which only waits to be killed)."""
+    syscall = _libc.syscall
+    syscall.restype = ctypes.c_long
+    zero = ctypes.c_long(0)
+    flags = ctypes.c_ulong(CLONE_NEWUSER | signal.SIGCHLD)
+    pid = syscall(_SYS_CLONE, flags, zero, zero, zero, zero)
     if pid == 0:
-        try:
-            _ok(_libc.unshare(CLONE_NEWUSER), "unshare user")
-            os.write(ready_w, b"1")
-            os.read(go_r, 1)
-        finally:
-            os._exit(0)
+        while True:  # the child: no Python beyond this loop, SIGKILL ends it
+            _libc.pause()
+    if pid < 0:
+        _ok(-1, "clone a user namespace")
     try:
-        if os.read(ready_r, 1) != b"1":
-            raise OSError("idmap helper failed")
         for name in ("uid_map", "gid_map"):
             with open(f"/proc/{pid}/{name}", "w") as fh:
                 fh.write(f"0 {uid} 1\n")
         return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
     finally:
-        os.write(go_w, b"1")
+        os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-        for fd in (ready_r, ready_w, go_r, go_w):
-            os.close(fd)
 
 
 def idmap_snapshot(uid: int) -> None:
@@ -152,11 +154,11 @@ def _session_drop(cfg: dict[str, Any]) -> None:
     _drop(cfg)
 
 
-def main() -> None:
-    """Read the config, build the workspace, serve the session, exit (ending the namespace)."""
-    fd = int(sys.argv[1])
-    cfg = json.loads(os.pread(fd, os.fstat(fd).st_size, 0))
-    os.close(fd)
+def run_session(cfg: dict[str, Any]) -> None:
+    """Build the workspace in this process's namespaces, serve the session, exit.
+
+    Shared by the cold start (``main``) and a session forked by the zygote (``wszygote``);
+    fds 0 and 1 are the session's request and reply pipes. Never returns."""
     try:
         _keep_only(set())
         if cfg["mode"] == "unshare":
@@ -175,5 +177,14 @@ def main() -> None:
     os._exit(0)
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """Read the config, build the workspace, serve the session, exit (ending the namespace)."""
+    fd = int(sys.argv[1])
+    cfg = json.loads(os.pread(fd, os.fstat(fd).st_size, 0))
+    os.close(fd)
+    run_session(cfg)
+
+
+# The zygote's bundle (``wszygote``) inlines this module: there argv[1] is ``zygote``.
+if __name__ == "__main__" and sys.argv[1] != "zygote":
     main()
