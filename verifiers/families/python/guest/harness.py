@@ -228,6 +228,39 @@ def run_pair_tests() -> None:
     out.send({"op": "done"})
 
 
+def run_multi_tests() -> None:
+    """Multi-sample mode: the samples one after another, init starting and ending each.
+
+    fds: 0/1 the control pipes from/to init, 3 the results, then per sample ``i`` the
+    candidate's replies (``4 + 2i``) and its requests (``5 + 2i``). Each sample's report is
+    the pair mode's lines between ``{"op": "sample", "i"}`` and ``{"op": "done", "i"}``;
+    ``cand_exit`` carries what init saw (``wall``: init killed it on its wall limit).
+    """
+    count = int(sys.argv[2])
+    ctl = Wire()
+    out = Wire(wfd=os.dup(3))
+    os.close(3)
+    for i in range(count):
+        ctl.send({"go": i})
+        out.send({"op": "sample", "i": i})
+        link = _DirectLink(Wire(wfd=5 + 2 * i, rfd=4 + 2 * i))
+        loaded = link.recv()
+        if type(loaded) is dict and loaded.get("op") == "loaded":
+            err = loaded.get("error")
+            out.send({"op": "loaded", "error": None if err is None else str(err)[:500]})
+            if err is None:
+                run_tests(link, out)
+        else:
+            link.alive = False
+            out.send({"op": "loaded", "broken": True})
+        for fd in (4 + 2 * i, 5 + 2 * i):
+            os.close(fd)
+        ctl.send({"end": i, "broken": not link.alive})
+        end = ctl.recv()
+        out.send({"op": "cand_exit", **{k: end.get(k) for k in ("signal", "code", "wall")}})
+        out.send({"op": "done", "i": i})
+
+
 def run_tests(link: _RelayLink | _DirectLink | None = None, out: Wire | None = None) -> None:
     """Run the tests in tests.json, reporting one result per planned test, then done."""
     if link is None:
@@ -291,7 +324,8 @@ def run_tests(link: _RelayLink | _DirectLink | None = None, out: Wire | None = N
 
 def warm_main() -> None:
     """Run the mode named by ``argv[1]``; the warm servers call this directly when warm."""
-    {"candidate": serve_candidate, "tests": run_tests, "pair-tests": run_pair_tests}[sys.argv[1]]()
+    modes = {"candidate": serve_candidate, "tests": run_tests, "pair-tests": run_pair_tests}
+    {**modes, "multi-tests": run_multi_tests}[sys.argv[1]]()
 
 
 if __name__ == "__main__":
