@@ -14,7 +14,10 @@ pass) and a wrong variant of it (must fail), so half the executions fail. Setups
 - docker: ``get_verifier("code", make_sandbox("docker"))``;
 - procwait: ``proc`` as it was before verdicts stopped waiting for their pair's namespace to
   empty (every pair run closed with ``linger=False``, patched in for its own passes only): the
-  before/after of that change in the same run.
+  before/after of that change in the same run;
+- batch: the verify stage's path (``benchmarks.sandbox_batch``): each problem's right and wrong
+  solution as the K=2 samples of one task through ``verify_batch`` (as root: one multi-sample
+  entry of the fork server per task); ``proc`` (one pair run per solution) is its "before".
 
 Each round runs every setup once with 1 worker and once with ``--workers`` (threads feeding
 the setup; the baselines' executions are processes), the setup order rotated each round.
@@ -37,6 +40,7 @@ from dataclasses import dataclass, field
 
 from benchmarks import sandbox_setups as st
 from benchmarks.humaneval_jobs import Job, jobs
+from benchmarks.sandbox_batch import batch_setup
 from benchmarks.sandbox_unprivileged import Child
 from benchmarks.timing import (
     Pass,
@@ -51,10 +55,13 @@ from benchmarks.timing import (
 )
 from tasksieve.verifiers.sandbox.process.pair import PairProcess
 
-ALL = ("fork", "a", "b", "c", "proc", "procwait", "nonroot", "docker")
-QUICK = ("fork", "a", "b", "proc", "nonroot")
-GOALS = (("proc", "a", 3.0), ("proc", "fork", 0.5))
+ALL = ("fork", "a", "b", "c", "proc", "batch", "procwait", "nonroot", "docker")
+QUICK = ("fork", "a", "b", "proc", "batch", "nonroot")
+GOALS = (("batch", "a", 3.0), ("batch", "fork", 0.5), ("proc", "a", 3.0), ("proc", "fork", 0.5))
 RATIOS = (
+    ("batch", "proc"),
+    ("batch", "a"),
+    ("batch", "fork"),
     ("proc", "a"),
     ("proc", "b"),
     ("proc", "fork"),
@@ -115,6 +122,11 @@ def build(keys: list[str], work: list[Job], workers: int, tmp: str) -> tuple[dic
     }
     for key in keys:
         try:
+            if key == "batch":
+                label, run, note, stop = batch_setup(work)
+                stops.append(stop)
+                rows[key] = Row(label, run, note)
+                continue
             if key == "nonroot":
                 if os.geteuid() != 0:
                     print("skipping nonroot: this run is already unprivileged (see proc)")

@@ -2,7 +2,8 @@
 
 Run by ``..forkserver`` as ``python -I -S -c <this source> CONFIG_FD`` inside bwrap
 (read-only system, private /tmp, no network, pid namespace, as root with only CAP_SYS_ADMIN,
-CAP_SETUID, CAP_SETGID and CAP_NET_ADMIN). Standard library only. For each request on the
+CAP_SETUID, CAP_SETGID, CAP_NET_ADMIN and CAP_KILL: a multi-sample run's init kills one
+sample's uid). Standard library only. For each request on the
 control socket (a one-byte message carrying fds: stdin, stdout, stderr, status socket, collect
 pipe or -1, payload memfd) it forks:
 

@@ -19,10 +19,10 @@ image later candidates are forked from. It then:
 - on ``go`` forks candidate ``i`` under its own uid, rlimits, no_new_privs and seccomp, in its
   own 0700 directory ``/tmp/c<i>`` (its cwd, HOME and TMPDIR), with only its two pipes to the
   tests process and its own stderr pipe, and starts that sample's wall clock;
-- on the wall limit, or on ``end``, kills every process of the sample's uid (a helper that
-  takes the uid sends ``kill(-1, SIGKILL)``: exactly the processes of that uid in this pid
-  namespace, whatever sessions or groups they made), reaps the candidate, removes what the
-  uid left in ``/tmp`` and answers the tests process with the candidate's end
+- on the wall limit, or on ``end``, kills every process of the sample's uid (``_kill_uid``,
+  with the server's CAP_KILL: exactly the processes of that uid in this pid namespace,
+  whatever sessions or groups they made), reaps the candidate, removes what the uid left in
+  ``/tmp`` and answers the tests process with the candidate's end
   (``signal``, ``code``, ``wall``);
 - reaps orphans, and exits with the tests process's status once it ends.
 
@@ -75,22 +75,31 @@ def _own_dir(path: str, uid: int) -> None:
 
 
 def _kill_uid(uid: int) -> None:
-    """SIGKILL every process of ``uid`` in this pid namespace (never init or other uids)."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(-1, signal.SIGKILL)
-        finally:
-            os._exit(0)
-    while True:
-        try:
-            os.waitpid(pid, 0)
+    """SIGKILL every live process of ``uid`` in this pid namespace (never init, other uids).
+
+    Init holds CAP_KILL and sees every process here (``/proc`` is this namespace's, and its
+    processes are its own descendants): it kills each one whose real uid is ``uid`` and scans
+    again until none is left alive, so one forked meanwhile is caught on a later pass
+    (RLIMIT_NPROC bounds how many there are). Zombies are left for init's reaping.
+    """
+    want = f"Uid:\t{uid}\t"
+    for _ in range(10_000):
+        found = False
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or name == "1":
+                continue
+            try:
+                with open(f"/proc/{name}/status", encoding="ascii", errors="replace") as fh:
+                    text = fh.read()
+                if want not in text or "\nState:\tZ" in text:
+                    continue
+                os.kill(int(name), signal.SIGKILL)
+                found = True
+            except OSError:
+                continue
+        if not found:
             return
-        except InterruptedError:
-            continue
+        time.sleep(0.0002)  # SIGKILL is asynchronous: let the targets die before rescanning
 
 
 def _scrub(uid: int, keep: set[str]) -> None:
@@ -229,8 +238,8 @@ def _supervise(
                 rep = _end(running, cands, ended, bool(msg.get("broken")))
                 os.write(ctl_out, (json.dumps(rep) + "\n").encode())
                 running = None
-    for c in cands:  # the tests process is gone: nothing of any sample outlives it
-        _kill_uid(int(c["uid"]))
+    if running is not None:  # the tests process is gone: no sample outlives it
+        _kill_uid(int(cands[running["i"]]["uid"]))
     with contextlib.suppress(OSError):
         os.kill(tests_pid, signal.SIGKILL)
     st = ended.get(tests_pid)
