@@ -16,8 +16,9 @@ pass) and a wrong variant of it (must fail), so half the executions fail. Setups
   empty (every pair run closed with ``linger=False``, patched in for its own passes only): the
   before/after of that change in the same run;
 - batch: the verify stage's path (``benchmarks.sandbox_batch``): each problem's right and wrong
-  solution as the K=2 samples of one task through ``verify_batch`` (as root: one multi-sample
-  entry of the fork server per task); ``proc`` (one pair run per solution) is its "before".
+  solution as the K=2 samples of one task (``--batch-k K``: each K/2 times) through
+  ``verify_batch`` (as root: one multi-sample entry of the fork server per task); ``proc``
+  (one pair run per solution) is its "before".
 
 Each round runs every setup once with 1 worker and once with ``--workers`` (threads feeding
 the setup; the baselines' executions are processes), the setup order rotated each round.
@@ -107,7 +108,9 @@ def child_pass(child: Child) -> Callable[[int], Pass]:
     return lambda workers: Pass(*child.ask(workers))
 
 
-def build(keys: list[str], work: list[Job], workers: int, tmp: str) -> tuple[dict, list]:
+def build(
+    keys: list[str], work: list[Job], workers: int, tmp: str, batch_k: int = 2
+) -> tuple[dict, list]:
     """Build the wanted setups (untimed); skipped ones are reported with the reason."""
     rows: dict[str, Row] = {}
     stops: list[Callable[[], None]] = []
@@ -123,7 +126,7 @@ def build(keys: list[str], work: list[Job], workers: int, tmp: str) -> tuple[dic
     for key in keys:
         try:
             if key == "batch":
-                label, run, note, stop = batch_setup(work)
+                label, run, note, stop = batch_setup(work, batch_k)
                 stops.append(stop)
                 rows[key] = Row(label, run, note)
                 continue
@@ -201,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=4, help="the N of 'workers 1 and N'")
     ap.add_argument("--n", type=int, default=0, help="problems to use (0: all 164)")
     ap.add_argument("--setups", default=",".join(ALL), help=f"comma list of {', '.join(ALL)}")
+    ap.add_argument("--batch-k", type=int, default=2, help="samples per task in batch (even)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 4 problems, 1 round")
     args = ap.parse_args(argv)
     if args.quick:
@@ -215,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     work = jobs(args.n)
     counts = sorted({1, args.workers})
     tmp = tempfile.mkdtemp(prefix="sandbox-bench-")
-    rows, stops = build(keys, work, args.workers, tmp)
+    rows, stops = build(keys, work, args.workers, tmp, args.batch_k)
     bad = 0
     try:
         for row in rows.values():  # warm-up, untimed: pools, caches, reference timings

@@ -44,7 +44,7 @@ from tasksieve.transforms.runtime.items import Item, Scored, rejection
 from tasksieve.transforms.runtime.worker_sandbox import SandboxDoFn
 from tasksieve.transforms.samplers import SamplerConfig, Samples, extract_solution
 from tasksieve.verifiers import SandboxConfig, Verifier
-from tasksieve.verifiers.batch import PART_MIN, verify_batch
+from tasksieve.verifiers.families.batch import PART_MIN, verify_batch
 from tasksieve.verifiers.retry import RetryOutcome, RetryPolicy
 from tasksieve.verifiers.rewards import Reward, reward
 

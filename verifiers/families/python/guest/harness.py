@@ -164,6 +164,43 @@ class _Proxy:
         raise CandidateCrashed(str(rep.get("crash", "candidate gone")))
 
 
+_COMPILED: dict[tuple[str, str], Any] = {}  # one tests process runs many samples: compile once
+
+
+def _code(src: str, name: str) -> types.CodeType:
+    """``compile(src, name, "exec")``, kept for the next sample (code objects are immutable)."""
+    key = (src, name)
+    if key not in _COMPILED:
+        _COMPILED[key] = compile(src, name, "exec")
+    return _COMPILED[key]
+
+
+def _trusted_codes(src: str) -> list[types.CodeType]:
+    """Each top-level statement of ``src`` compiled alone; none when it is not Python."""
+    key = (src, "<trusted>")
+    if key not in _COMPILED:
+        try:
+            tree = ast.parse(src)
+            codes = [compile(ast.Module([st], []), "<trusted>", "exec") for st in tree.body]
+        except (SyntaxError, ValueError):
+            codes = []
+        _COMPILED[key] = codes
+    return list(_COMPILED[key])
+
+
+def _check_codes(test_code: str) -> list[tuple[str | None, types.CodeType]] | None:
+    """``check_statements`` of the test code, each statement compiled alone."""
+    key = (test_code, "<check>")
+    if key not in _COMPILED:
+        stmts = check_statements(test_code)
+        _COMPILED[key] = (
+            None
+            if stmts is None
+            else [(n, compile(ast.Module([st], []), "check", "exec")) for n, st in stmts]
+        )
+    return _COMPILED[key]
+
+
 def load_trusted(sources: list[str], ns: dict[str, Any]) -> None:
     """Run trusted sources (prompt, reference solution) into ``ns``, one statement at a time.
 
@@ -172,13 +209,9 @@ def load_trusted(sources: list[str], ns: dict[str, Any]) -> None:
     still land. Only called before any proxy exists, so nothing here can reach the candidate.
     """
     for src in sources:
-        try:
-            tree = ast.parse(src)
-        except (SyntaxError, ValueError):
-            continue
-        for st in tree.body:
+        for code in _trusted_codes(src):
             with contextlib.suppress(BaseException):
-                exec(compile(ast.Module([st], []), "<trusted>", "exec"), ns)
+                exec(code, ns)
 
 
 def _solution_module(proxies: dict[str, _Proxy], trusted: dict[str, Any]) -> types.ModuleType:
@@ -293,28 +326,28 @@ def run_tests(link: _RelayLink | _DirectLink | None = None, out: Wire | None = N
     style = cfg["style"]
     if style == "asserts":
         for i, a in enumerate(cfg["asserts"]):
-            report(f"assert_{i}", setup_err or attempt(compile(a, f"<assert {i}>", "exec"), g))
+            report(f"assert_{i}", setup_err or attempt(_code(a, f"<assert {i}>"), g))
     elif style == "pytest":
-        load_err = setup_err or attempt(compile(cfg["test_code"], "tests.py", "exec"), g)
+        load_err = setup_err or attempt(_code(cfg["test_code"], "tests.py"), g)
         for name in plan(cfg):
             fn = g.get(name)
             err = load_err or (None if callable(fn) else NameError(f"{name} not collected"))
-            report(name, err or attempt(compile(f"{name}()", name, "exec"), g))
+            report(name, err or attempt(_code(f"{name}()", name), g))
     else:
-        load_err = setup_err or attempt(compile(cfg["test_code"], "tests.py", "exec"), g)
-        stmts = check_statements(cfg["test_code"])
+        load_err = setup_err or attempt(_code(cfg["test_code"], "tests.py"), g)
+        stmts = _check_codes(cfg["test_code"])
         if stmts is None or not any(n for n, _ in stmts) or load_err:
-            code = compile("check(%s)" % (entry or "candidate"), "check", "exec")
+            code = _code("check(%s)" % (entry or "candidate"), "check")
             report("check", load_err or attempt(code, g))
         else:
             fn = g["check"]
             local = dict(g)
             local[fn.__code__.co_varnames[0]] = _Proxy(link, entry or "candidate")
             pending: BaseException | None = None  # a failed setup statement fails the next test
-            for name, st in stmts:
-                err = attempt(compile(ast.Module([st], []), "check", "exec"), local)
-                if name:
-                    report(name, pending or err)
+            for label, st in stmts:
+                err = attempt(st, local)
+                if label:
+                    report(label, pending or err)
                     pending = None
                 elif err is not None:
                     pending = pending or err
