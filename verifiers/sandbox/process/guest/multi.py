@@ -14,16 +14,17 @@ image later candidates are forked from. It then:
 
 - forks the tests process once (its own uid, its 0700 directory ``/tmp/.t``, CPU limit
   summed over the samples), which runs the samples one after another (``harness``'s
-  ``multi-tests`` mode) and drives init over two pipes with ``{"go": i}`` and
-  ``{"end": i, "broken": bool}``;
-- on ``go`` forks candidate ``i`` under its own uid, rlimits, no_new_privs and seccomp, in its
-  own 0700 directory ``/tmp/c<i>`` (its cwd, HOME and TMPDIR), with only its two pipes to the
-  tests process and its own stderr pipe, and starts that sample's wall clock;
+  ``multi-tests`` mode) and tells init over a pipe when it is done with one
+  (``{"end": i, "broken": bool}``);
+- forks candidate ``i`` (the first at once, each next one when the one before ended) under
+  its own uid, rlimits, no_new_privs and seccomp, in its own 0700 directory ``/tmp/c<i>`` (its
+  cwd, HOME and TMPDIR), with only its two pipes to the tests process and its own stderr
+  pipe, and starts that sample's wall clock;
 - on the wall limit, or on ``end``, kills every process of the sample's uid (``_kill_uid``,
   with the server's CAP_KILL: exactly the processes of that uid in this pid namespace,
   whatever sessions or groups they made), reaps the candidate, removes what the uid left in
-  ``/tmp`` and answers the tests process with the candidate's end
-  (``signal``, ``code``, ``wall``);
+  ``/tmp`` and, when the candidate broke its pipe, answers the tests process with how it
+  ended (``signal``, ``code``, ``wall``);
 - reaps orphans, and exits with the tests process's status once it ends.
 
 So one sample that hangs, crashes, forks without end or fills its scratch is killed and
@@ -196,11 +197,24 @@ def _supervise(
     cfg: dict[str, Any],
     become: Callable[[dict[str, Any], list[int], dict[str, Any]], dict[str, Any]],
 ) -> dict[str, Any]:
-    """Init's loop: start, time and end each sample as the tests process asks."""
+    """Init's loop: start each sample once the one before ended, time it, end it when the
+    tests process says so (answering only when the candidate broke its pipe: only then does
+    the way it ended matter to the verdict)."""
     ended: dict[int, int] = {}  # pid -> wait status, for pids init reaped early
     running: dict[str, Any] | None = None  # i, pid, deadline, wall
     buf = b""
+    upcoming = 0
     while True:
+        if running is None and upcoming < len(cands):
+            i, upcoming = upcoming, upcoming + 1
+            pid = os.fork()
+            if pid == 0:
+                return _candidate(i, cands[i], links, errs, payload, starts[i], cfg, become)
+            (a, b), err = links[i], errs[i]
+            for f in (a[0], b[1], err):
+                os.close(f)
+            wall = float(cands[i].get("wall_s", 10.0))
+            running = {"i": i, "pid": pid, "deadline": time.monotonic() + wall, "wall": False}
         timed = running is not None and not running["wall"]
         left = max(0.0, running["deadline"] - time.monotonic()) if timed and running else None
         ready = select.select([ctl_in], [], [], left)[0]
@@ -224,19 +238,11 @@ def _supervise(
                 continue
             if not isinstance(msg, dict):
                 continue
-            if "go" in msg and running is None:
-                i = int(msg["go"])
-                pid = os.fork()
-                if pid == 0:
-                    return _candidate(i, cands[i], links, errs, payload, starts[i], cfg, become)
-                (a, b), err = links[i], errs[i]
-                for f in (a[0], b[1], err):
-                    os.close(f)
-                wall = float(cands[i].get("wall_s", 10.0))
-                running = {"i": i, "pid": pid, "deadline": time.monotonic() + wall, "wall": False}
-            elif "end" in msg and running is not None and int(msg["end"]) == running["i"]:
-                rep = _end(running, cands, ended, bool(msg.get("broken")))
-                os.write(ctl_out, (json.dumps(rep) + "\n").encode())
+            if "end" in msg and running is not None and int(msg["end"]) == running["i"]:
+                broken = bool(msg.get("broken"))
+                rep = _end(running, cands, ended, broken)
+                if broken:
+                    os.write(ctl_out, (json.dumps(rep) + "\n").encode())
                 running = None
     if running is not None:  # the tests process is gone: no sample outlives it
         _kill_uid(int(cands[running["i"]]["uid"]))
