@@ -217,6 +217,7 @@ class PythonVerifier(Verifier):
             "test_code": spec.test_code,
             "asserts": spec.asserts,
             "setup_code": spec.setup_code,
+            "prefetch": True,  # a check's leading certain calls go in one message (prefetch)
         }
         with AST_LOCK:
             names = plan_tests(cfg)

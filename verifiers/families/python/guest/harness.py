@@ -39,7 +39,6 @@ name test the reference, not the candidate.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import contextlib
 import json
@@ -50,7 +49,14 @@ import types
 from typing import Any
 
 from tasksieve.verifiers.families.python.guest.codec import decode, encode
+from tasksieve.verifiers.families.python.guest.compiled import (
+    _COMPILED,
+    _check_codes,
+    _code,
+    _trusted_codes,
+)
 from tasksieve.verifiers.families.python.guest.planning import check_statements, plan
+from tasksieve.verifiers.families.python.guest.prefetch import PURE, leading_calls
 from tasksieve.verifiers.families.python.guest.wire import Wire, describe
 
 
@@ -73,19 +79,26 @@ def serve_candidate() -> None:
             req = wire.recv()
         except EOFError:
             return
-        try:
-            fn = mod.__dict__.get(req["fn"])
-            if not callable(fn):
-                raise NameError(f"name {req['fn']!r} is not defined by the solution")
-            args = decode(req["args"])
-            kwargs = decode(req["kwargs"])
-            reply: dict[str, Any] = {"ok": encode(fn(*args, **kwargs))}
-        except BaseException as e:
-            reply = {"exc": describe(e)}
-        try:
-            wire.send(reply)
-        except ValueError as e:  # e.g. a float that JSON cannot hold
-            wire.send({"exc": describe(e)})
+        batch = req.get("batch") if type(req) is dict else None
+        for one in batch if type(batch) is list else [req]:  # a batch: one reply per call
+            reply = _answer(mod, one)
+            try:
+                wire.send(reply)
+            except ValueError as e:  # e.g. a float that JSON cannot hold
+                wire.send({"exc": describe(e)})
+
+
+def _answer(mod: types.ModuleType, req: Any) -> dict[str, Any]:
+    """The reply to one call request: ``{"ok": value}`` or ``{"exc": [type, message]}``."""
+    try:
+        fn = mod.__dict__.get(req["fn"])
+        if not callable(fn):
+            raise NameError(f"name {req['fn']!r} is not defined by the solution")
+        args = decode(req["args"])
+        kwargs = decode(req["kwargs"])
+        return {"ok": encode(fn(*args, **kwargs))}
+    except BaseException as e:
+        return {"exc": describe(e)}
 
 
 # ----------------------------------------------------------------------------- tests
@@ -117,10 +130,16 @@ class _RelayLink:
 
 
 class _DirectLink:
-    """Calls sent straight to the candidate (``pair-tests`` mode); a broken reply ends it."""
+    """Calls sent straight to the candidate (``pair-tests`` mode); a broken reply ends it.
+
+    ``send_ahead`` sends calls known to come next (``prefetch``) in one message; ``call``
+    then takes their replies in order. A call that is not the one expected next (never, by
+    ``prefetch``'s rule) first takes the replies still owed, then goes out alone.
+    """
 
     def __init__(self, wire: Wire) -> None:
         self.wire, self.alive, self.eof = wire, True, False
+        self.ahead: list[str] = []
 
     def recv(self) -> Any:
         """The candidate's next JSON line, or None (and marked gone) on EOF or garbage."""
@@ -130,14 +149,31 @@ class _DirectLink:
             self.alive, self.eof = False, self.eof or isinstance(e, EOFError)
             return None
 
+    def send_ahead(self, reqs: list[dict[str, Any]]) -> None:
+        if not reqs or not self.alive:
+            return
+        try:
+            self.wire.send({"batch": reqs})
+        except (OSError, ValueError):
+            self.alive = False
+            return
+        self.ahead = [json.dumps(r, sort_keys=True) for r in reqs]
+
     def call(self, req: dict[str, Any]) -> Any:
         if not self.alive:
             return _GONE
-        try:
-            self.wire.send(req)
-        except OSError:
-            self.alive = False
-            return _GONE
+        if self.ahead and self.ahead[0] != json.dumps(req, sort_keys=True):
+            while self.ahead and self.alive:  # not the expected call: settle what is owed
+                self.ahead.pop(0)
+                self.recv()
+        if self.ahead:
+            self.ahead.pop(0)
+        else:
+            try:
+                self.wire.send(req)
+            except OSError:
+                self.alive = False
+                return _GONE
         rep = self.recv()
         if type(rep) is not dict or not ({"ok", "exc"} & rep.keys()):
             self.alive = False
@@ -164,41 +200,21 @@ class _Proxy:
         raise CandidateCrashed(str(rep.get("crash", "candidate gone")))
 
 
-_COMPILED: dict[tuple[str, str], Any] = {}  # one tests process runs many samples: compile once
+_BUILTINS = {n: getattr(builtins, n) for n in PURE}
 
 
-def _code(src: str, name: str) -> types.CodeType:
-    """``compile(src, name, "exec")``, kept for the next sample (code objects are immutable)."""
-    key = (src, name)
+def _send_ahead(link: Any, test_code: str, fn: Any, names: list[str], entry: str, g: Any) -> None:
+    """Send the check's leading certain calls (``prefetch``) in one message on a direct link."""
+    if not isinstance(link, _DirectLink):
+        return
+    key = (test_code, "<ast>")
     if key not in _COMPILED:
-        _COMPILED[key] = compile(src, name, "exec")
-    return _COMPILED[key]
-
-
-def _trusted_codes(src: str) -> list[types.CodeType]:
-    """Each top-level statement of ``src`` compiled alone; none when it is not Python."""
-    key = (src, "<trusted>")
-    if key not in _COMPILED:
-        try:
-            tree = ast.parse(src)
-            codes = [compile(ast.Module([st], []), "<trusted>", "exec") for st in tree.body]
-        except (SyntaxError, ValueError):
-            codes = []
-        _COMPILED[key] = codes
-    return list(_COMPILED[key])
-
-
-def _check_codes(test_code: str) -> list[tuple[str | None, types.CodeType]] | None:
-    """``check_statements`` of the test code, each statement compiled alone."""
-    key = (test_code, "<check>")
-    if key not in _COMPILED:
-        stmts = check_statements(test_code)
-        _COMPILED[key] = (
-            None
-            if stmts is None
-            else [(n, compile(ast.Module([st], []), "check", "exec")) for n, st in stmts]
-        )
-    return _COMPILED[key]
+        _COMPILED[key] = [st for _, st in check_statements(test_code) or []]
+    cands = {n: n for n in names}
+    cands[fn.__code__.co_varnames[0]] = entry
+    pure = {n for n in PURE if n not in g and getattr(builtins, n, None) is _BUILTINS[n]}
+    calls = leading_calls(_COMPILED[key], cands, pure)
+    link.send_ahead([{"fn": f, "args": encode(a), "kwargs": encode(k)} for f, a, k in calls])
 
 
 def load_trusted(sources: list[str], ns: dict[str, Any]) -> None:
@@ -346,6 +362,8 @@ def run_tests(link: _RelayLink | _DirectLink | None = None, out: Wire | None = N
             fn = g["check"]
             local = dict(g)
             local[fn.__code__.co_varnames[0]] = _Proxy(link, entry or "candidate")
+            if cfg.get("prefetch"):
+                _send_ahead(link, cfg["test_code"], fn, names, entry or "candidate", g)
             pending: BaseException | None = None  # a failed setup statement fails the next test
             for label, st in stmts:
                 err = attempt(st, local)
