@@ -18,7 +18,10 @@ pass) and a wrong variant of it (must fail), so half the executions fail. Setups
 - batch: the verify stage's path (``benchmarks.sandbox_batch``): each problem's right and wrong
   solution as the K=2 samples of one task (``--batch-k K``: each K/2 times) through
   ``verify_batch`` (as root: one multi-sample entry of the fork server per task); ``proc``
-  (one pair run per solution) is its "before".
+  (one pair run per solution) is its "before";
+- procseq: ``proc`` with its tests process asking the candidate one call at a time (the
+  check's leading certain calls not sent ahead, patched in for its own passes only): the
+  before of that change in the same run.
 
 Each round runs every setup once with 1 worker and once with ``--workers`` (threads feeding
 the setup; the baselines' executions are processes), the setup order rotated each round.
@@ -38,6 +41,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchmarks import sandbox_setups as st
 from benchmarks.humaneval_jobs import Job, jobs
@@ -54,13 +58,15 @@ from benchmarks.timing import (
     timed_pass,
     verdict,
 )
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
 from tasksieve.verifiers.sandbox.process.pair import PairProcess
 
-ALL = ("fork", "a", "b", "c", "proc", "batch", "procwait", "nonroot", "docker")
+ALL = ("fork", "a", "b", "c", "proc", "batch", "procseq", "procwait", "nonroot", "docker")
 QUICK = ("fork", "a", "b", "proc", "batch", "nonroot")
 GOALS = (("batch", "a", 3.0), ("batch", "fork", 0.5), ("proc", "a", 3.0), ("proc", "fork", 0.5))
 RATIOS = (
     ("batch", "proc"),
+    ("proc", "procseq"),
     ("batch", "a"),
     ("batch", "fork"),
     ("proc", "a"),
@@ -103,6 +109,25 @@ def waiting_pass(check: st.Check, n: int) -> Callable[[int], Pass]:
     return run
 
 
+def sequential_pass(check: st.Check, n: int) -> Callable[[int], Pass]:
+    """A timed pass whose tests process asks the candidate one call at a time (no prefetch)."""
+
+    def run(workers: int) -> Pass:
+        real = PythonVerifier._plan
+
+        def plan(self: PythonVerifier, task: Any, spec: Any) -> tuple[dict[str, Any], list[str]]:
+            cfg, names = real(self, task, spec)
+            return {**cfg, "prefetch": False}, names
+
+        PythonVerifier._plan = plan  # type: ignore[method-assign]
+        try:
+            return timed_pass(check, n, workers)
+        finally:
+            PythonVerifier._plan = real  # type: ignore[method-assign]
+
+    return run
+
+
 def child_pass(child: Child) -> Callable[[int], Pass]:
     """A timed pass in the unprivileged child, given the worker count."""
     return lambda workers: Pass(*child.ask(workers))
@@ -121,6 +146,7 @@ def build(
         "c": lambda: st.docker_exec(work, tmp),
         "proc": lambda: st.ours("process", work),
         "procwait": lambda: st.ours("process", work),
+        "procseq": lambda: st.ours("process", work),
         "docker": lambda: st.ours("docker", work),
     }
     for key in keys:
@@ -144,6 +170,10 @@ def build(
             print(f"skipping {key}: {type(e).__name__}: {e}")
             continue
         stops.append(s.stop)
+        if key == "procseq":
+            label = s.label + ", one call at a time (no prefetch)"
+            rows[key] = Row(label, sequential_pass(s.check, len(work)), s.note)
+            continue
         if key == "procwait":
             label = s.label + ", verdicts waiting for the namespace to empty"
             rows[key] = Row(label, waiting_pass(s.check, len(work)), s.note)
