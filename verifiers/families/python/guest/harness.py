@@ -13,7 +13,9 @@ test sees /dev/null and stderr instead):
   ``{"ok": value}`` or ``{"exc": [type_name, message]}``.
 - tests -> parent: ``{"op": "call", "fn", "args", "kwargs"}`` (reply ``{"ok"}``, ``{"exc"}``
   or ``{"crash": message}``), ``{"op": "result", "name", "passed", "detail"}``, ``{"op": "done"}``.
-- pair runs: tests -> candidate ``{"fn", "args", "kwargs"}`` (reply as above); tests -> parent
+- pair and multi-sample runs: tests -> candidate ``{"fn", "args", "kwargs"}`` (reply as
+  above), or ``{"batch": [request, ...]}`` for a check's leading certain calls (``prefetch``),
+  answered with one reply line per request, in order; tests -> parent
   (fd 3) the candidate's ``loaded`` line (``{"op": "loaded", "error"}``, or ``"broken": true``
   when it broke the protocol), results, ``{"op": "cand_exit", "signal", "code"}`` (nulls if
   it still runs), then ``done``.

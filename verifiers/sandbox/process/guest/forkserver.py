@@ -336,7 +336,7 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
         poller.register(sock, select.POLLIN)
 
 
-_MAX_FDS = 64  # an ``m`` request: 4 + one per sample (the host sends at most 60 samples)
+_MAX_FDS = 64  # an ``m`` request: 4 + one per sample (the host sends at most 32 samples)
 _BUSY_ROUNDS = 8  # a server that is never idle still imports one module per this many rounds
 
 
