@@ -14,7 +14,14 @@ pass) and a wrong variant of it (must fail), so half the executions fail. Setups
 - docker: ``get_verifier("code", make_sandbox("docker"))``;
 - procwait: ``proc`` as it was before verdicts stopped waiting for their pair's namespace to
   empty (every pair run closed with ``linger=False``, patched in for its own passes only): the
-  before/after of that change in the same run.
+  before/after of that change in the same run;
+- batch: the verify stage's path (``benchmarks.sandbox_batch``): each problem's right and wrong
+  solution as the K=2 samples of one task (``--batch-k K``: each K/2 times) through
+  ``verify_batch`` (as root: one multi-sample entry of the fork server per task); ``proc``
+  (one pair run per solution) is its "before";
+- procseq: ``proc`` with its tests process asking the candidate one call at a time (the
+  check's leading certain calls not sent ahead, patched in for its own passes only): the
+  before of that change in the same run.
 
 Each round runs every setup once with 1 worker and once with ``--workers`` (threads feeding
 the setup; the baselines' executions are processes), the setup order rotated each round.
@@ -34,9 +41,11 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchmarks import sandbox_setups as st
 from benchmarks.humaneval_jobs import Job, jobs
+from benchmarks.sandbox_batch import batch_setup
 from benchmarks.sandbox_unprivileged import Child
 from benchmarks.timing import (
     Pass,
@@ -49,12 +58,17 @@ from benchmarks.timing import (
     timed_pass,
     verdict,
 )
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
 from tasksieve.verifiers.sandbox.process.pair import PairProcess
 
-ALL = ("fork", "a", "b", "c", "proc", "procwait", "nonroot", "docker")
-QUICK = ("fork", "a", "b", "proc", "nonroot")
-GOALS = (("proc", "a", 3.0), ("proc", "fork", 0.5))
+ALL = ("fork", "a", "b", "c", "proc", "batch", "procseq", "procwait", "nonroot", "docker")
+QUICK = ("fork", "a", "b", "proc", "batch", "nonroot")
+GOALS = (("batch", "a", 3.0), ("batch", "fork", 0.5), ("proc", "a", 3.0), ("proc", "fork", 0.5))
 RATIOS = (
+    ("batch", "proc"),
+    ("proc", "procseq"),
+    ("batch", "a"),
+    ("batch", "fork"),
     ("proc", "a"),
     ("proc", "b"),
     ("proc", "fork"),
@@ -95,12 +109,33 @@ def waiting_pass(check: st.Check, n: int) -> Callable[[int], Pass]:
     return run
 
 
+def sequential_pass(check: st.Check, n: int) -> Callable[[int], Pass]:
+    """A timed pass whose tests process asks the candidate one call at a time (no prefetch)."""
+
+    def run(workers: int) -> Pass:
+        real = PythonVerifier._plan
+
+        def plan(self: PythonVerifier, task: Any, spec: Any) -> tuple[dict[str, Any], list[str]]:
+            cfg, names = real(self, task, spec)
+            return {**cfg, "prefetch": False}, names
+
+        PythonVerifier._plan = plan  # type: ignore[method-assign]
+        try:
+            return timed_pass(check, n, workers)
+        finally:
+            PythonVerifier._plan = real  # type: ignore[method-assign]
+
+    return run
+
+
 def child_pass(child: Child) -> Callable[[int], Pass]:
     """A timed pass in the unprivileged child, given the worker count."""
     return lambda workers: Pass(*child.ask(workers))
 
 
-def build(keys: list[str], work: list[Job], workers: int, tmp: str) -> tuple[dict, list]:
+def build(
+    keys: list[str], work: list[Job], workers: int, tmp: str, batch_k: int = 2
+) -> tuple[dict, list]:
     """Build the wanted setups (untimed); skipped ones are reported with the reason."""
     rows: dict[str, Row] = {}
     stops: list[Callable[[], None]] = []
@@ -111,10 +146,16 @@ def build(keys: list[str], work: list[Job], workers: int, tmp: str) -> tuple[dic
         "c": lambda: st.docker_exec(work, tmp),
         "proc": lambda: st.ours("process", work),
         "procwait": lambda: st.ours("process", work),
+        "procseq": lambda: st.ours("process", work),
         "docker": lambda: st.ours("docker", work),
     }
     for key in keys:
         try:
+            if key == "batch":
+                label, run, note, stop = batch_setup(work, batch_k)
+                stops.append(stop)
+                rows[key] = Row(label, run, note)
+                continue
             if key == "nonroot":
                 if os.geteuid() != 0:
                     print("skipping nonroot: this run is already unprivileged (see proc)")
@@ -129,6 +170,10 @@ def build(keys: list[str], work: list[Job], workers: int, tmp: str) -> tuple[dic
             print(f"skipping {key}: {type(e).__name__}: {e}")
             continue
         stops.append(s.stop)
+        if key == "procseq":
+            label = s.label + ", one call at a time (no prefetch)"
+            rows[key] = Row(label, sequential_pass(s.check, len(work)), s.note)
+            continue
         if key == "procwait":
             label = s.label + ", verdicts waiting for the namespace to empty"
             rows[key] = Row(label, waiting_pass(s.check, len(work)), s.note)
@@ -189,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=4, help="the N of 'workers 1 and N'")
     ap.add_argument("--n", type=int, default=0, help="problems to use (0: all 164)")
     ap.add_argument("--setups", default=",".join(ALL), help=f"comma list of {', '.join(ALL)}")
+    ap.add_argument("--batch-k", type=int, default=2, help="samples per task in batch (even)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 4 problems, 1 round")
     args = ap.parse_args(argv)
     if args.quick:
@@ -203,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     work = jobs(args.n)
     counts = sorted({1, args.workers})
     tmp = tempfile.mkdtemp(prefix="sandbox-bench-")
-    rows, stops = build(keys, work, args.workers, tmp)
+    rows, stops = build(keys, work, args.workers, tmp, args.batch_k)
     bad = 0
     try:
         for row in rows.values():  # warm-up, untimed: pools, caches, reference timings

@@ -44,7 +44,8 @@ from tasksieve.transforms.runtime.items import Item, Scored, rejection
 from tasksieve.transforms.runtime.worker_sandbox import SandboxDoFn
 from tasksieve.transforms.samplers import SamplerConfig, Samples, extract_solution
 from tasksieve.verifiers import SandboxConfig, Verifier
-from tasksieve.verifiers.retry import RetryOutcome, RetryPolicy, verify_with_retry
+from tasksieve.verifiers.families.batch import PART_MIN, verify_batch
+from tasksieve.verifiers.retry import RetryOutcome, RetryPolicy
 from tasksieve.verifiers.rewards import Reward, reward
 
 log = logging.getLogger("tasksieve.rollouts")
@@ -210,10 +211,11 @@ class VerifySamplesFn(SandboxDoFn):
         rollout cache."""
 
         def run(sols: list[str]) -> list[RetryOutcome]:
-            def one(sol: str) -> RetryOutcome:
-                return verify_with_retry(lambda: verifier.verify(task, sol), self.retry)
-
-            return list(self.pool.map(one, sols))
+            # The code family judges a part in one sandbox entry: parts of at least
+            # PART_MIN samples, at most one per pool thread (other tasks' bundles share it).
+            workers = getattr(self.pool, "_max_workers", 1)
+            parts = min(workers, -(-len(sols) // PART_MIN))
+            return verify_batch(verifier, task, sols, self.retry, self.pool, parts)
 
         return run(solutions) if self.cache is None else self.cache.verify(task, solutions, run)
 

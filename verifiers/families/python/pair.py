@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tasksieve.schemas import CheckResult, Verdict, VerdictStatus
@@ -45,7 +46,7 @@ def err_tail(r: Reader) -> str:
     return f" ({t})" if t else ""
 
 
-def _next(proc: PairedRun, deadline: float) -> tuple[dict[str, Any] | None, bool]:
+def next_line(proc: PairedRun, deadline: float) -> tuple[dict[str, Any] | None, bool]:
     """The next results line as a dict (None on EOF or garbage), and whether time ran out."""
     r = proc.results
     while True:
@@ -64,54 +65,75 @@ def _next(proc: PairedRun, deadline: float) -> tuple[dict[str, Any] | None, bool
         proc.pump.poll(min(left, 0.25))
 
 
-def judge_pair(proc: PairedRun, names: list[str], deadline: float) -> Verdict:
-    """Read one pair run's report until ``done`` (or EOF/deadline) and judge it."""
-    loaded: dict[str, Any] | None = None
-    results: dict[str, CheckResult] = {}
-    cpu_killed = timed_out = done = False
-    while not done:
-        msg, timed_out = _next(proc, deadline)
-        if msg is None:
-            break
+class Report:
+    """One candidate's report lines, fed in order; ``verdict`` judges them."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[str, Any] | None = None
+        self.results: dict[str, CheckResult] = {}
+        self.cpu_killed = self.wall_killed = self.done = False
+
+    def feed(self, msg: dict[str, Any], names: list[str]) -> None:
+        """Take one line of the report (unknown, duplicated or late lines are ignored)."""
         op = msg.get("op")
-        if op == "loaded" and loaded is None:
-            loaded = msg
-        elif op == "result" and msg.get("name") in names and msg["name"] not in results:
+        if op == "loaded" and self.loaded is None:
+            self.loaded = msg
+        elif op == "result" and msg.get("name") in names and msg["name"] not in self.results:
             name = str(msg["name"])
-            results[name] = CheckResult(
+            self.results[name] = CheckResult(
                 name=name, passed=msg.get("passed") is True, detail=str(msg.get("detail", ""))[:500]
             )
         elif op == "cand_exit":
-            cpu_killed = msg.get("signal") == _SIGXCPU
+            self.cpu_killed = msg.get("signal") == _SIGXCPU
+            self.wall_killed = msg.get("wall") is True
         elif op == "done":
-            done = True
-    if loaded is None or loaded.get("broken") is True:
-        if timed_out or cpu_killed:
-            why = "timed out while loading"
-            return verdict("timeout", fails(names, why), "time limit while loading the solution", "wall")  # fmt: skip  # noqa: E501
-        if not done:
-            return _infra(proc, names, fails(names, "no result"))
-        why = "solution exited or broke the protocol while loading"
-        return verdict("error", fails(names, why), why + err_tail(proc.stderr))
-    if loaded.get("error") is not None:
-        why = f"solution did not load: {str(loaded['error'])[:300]}"
-        return verdict("error", fails(names, "solution did not load"), why)
-    checks = [
-        results.get(n) or CheckResult(name=n, passed=False, detail="no result") for n in names
-    ]
-    if timed_out or cpu_killed:
-        return verdict("timeout", checks, "time limit", "wall" if timed_out else "cpu")
-    if not done:
-        return _infra(proc, names, checks)
-    first = next((c for c in checks if not c.passed), None)
-    return verdict(
-        "fail" if first else "pass",
-        checks,
-        "" if first is None else f"{first.name}: {first.detail}"[:500],
-    )
+            self.done = True
+
+    def verdict(
+        self, names: list[str], timed_out: bool, stderr: Reader, infra: Callable[[], str]
+    ) -> Verdict:
+        """The verdict; ``infra()`` explains a report that ended before ``done``."""
+        timed_out = timed_out or self.wall_killed
+        loaded = self.loaded
+        if loaded is None or loaded.get("broken") is True:
+            if timed_out or self.cpu_killed:
+                why = "timed out while loading"
+                return verdict("timeout", fails(names, why), "time limit while loading the solution", "wall")  # fmt: skip  # noqa: E501
+            if not self.done:
+                return verdict("infra_error", fails(names, "no result"), infra())
+            why = "solution exited or broke the protocol while loading"
+            return verdict("error", fails(names, why), why + err_tail(stderr))
+        if loaded.get("error") is not None:
+            why = f"solution did not load: {str(loaded['error'])[:300]}"
+            return verdict("error", fails(names, "solution did not load"), why)
+        checks = [
+            self.results.get(n) or CheckResult(name=n, passed=False, detail="no result")
+            for n in names
+        ]
+        if timed_out or self.cpu_killed:
+            return verdict("timeout", checks, "time limit", "wall" if timed_out else "cpu")
+        if not self.done:
+            return verdict("infra_error", checks, infra())
+        first = next((c for c in checks if not c.passed), None)
+        return verdict(
+            "fail" if first else "pass",
+            checks,
+            "" if first is None else f"{first.name}: {first.detail}"[:500],
+        )
 
 
-def _infra(proc: PairedRun, names: list[str], checks: list[CheckResult]) -> Verdict:
+def judge_pair(proc: PairedRun, names: list[str], deadline: float) -> Verdict:
+    """Read one pair run's report until ``done`` (or EOF/deadline) and judge it."""
+    report = Report()
+    timed_out = False
+    while not report.done:
+        msg, timed_out = next_line(proc, deadline)
+        if msg is None:
+            break
+        report.feed(msg, names)
+    return report.verdict(names, timed_out, proc.stderr, lambda: _infra(proc))
+
+
+def _infra(proc: PairedRun) -> str:
     proc.wait(1.0)
-    why = proc.infra_error or "test harness ended without finishing" + err_tail(proc.stderr)
-    return verdict("infra_error", checks, why)
+    return proc.infra_error or "test harness ended without finishing" + err_tail(proc.stderr)

@@ -35,6 +35,7 @@ from tasksieve.schemas import CheckResult, CodeSpec, TaskRecord, Verdict, Verdic
 from tasksieve.verifiers.families.base import Verifier
 from tasksieve.verifiers.families.python.guest import harness as python_harness
 from tasksieve.verifiers.families.python.guest.planning import plan as plan_tests
+from tasksieve.verifiers.families.python.multi import runs_samples, verify_grouped
 from tasksieve.verifiers.families.python.pair import fails as _fails
 from tasksieve.verifiers.families.python.pair import judge_pair
 from tasksieve.verifiers.families.python.pair import verdict as _verdict
@@ -120,10 +121,37 @@ class PythonVerifier(Verifier):
         except Exception as e:  # a bug or broken sandbox here is never the solution's fault
             v = Verdict(status="infra_error", detail=f"verifier failed: {type(e).__name__}: {e}")
         v.duration_s = time.monotonic() - t0
+        self._learn(task, solution, v)
+        return v
+
+    def _learn(self, task: TaskRecord, solution: str, v: Verdict) -> None:
         if v.status == "pass" and solution == task.reference_solution:
             key = (task.id, hash(task.reference_solution))
             self._reference_s[key] = max(self._reference_s.get(key, 0.0), v.duration_s)
-        return v
+
+    def verify_many(self, task: TaskRecord, solutions: list[str]) -> list[Verdict]:
+        """``verify`` of each solution, in one sandbox entry per time limit where the sandbox
+        runs several samples of a task at once (``multi``); a sample that entry could not
+        judge, and every sample elsewhere, is verified alone."""
+        spec = task.verifier
+        got: list[Verdict | None] = [None] * len(solutions)
+        if isinstance(spec, CodeSpec) and spec.style != "io" and runs_samples(self.sandbox):
+            cfg, names = self._plan(task, spec)
+            timeouts = [self.timeout_for(task, s) for s in solutions]
+            cmd = [self.python, "-I", "-S"]
+            limits = [
+                Limits(wall_s=t + _STARTUP_GRACE_S, cpu_s=t, memory_mb=spec.memory_mb)
+                for t in timeouts
+            ]
+            got = verify_grouped(self.sandbox, HARNESS_SOURCE, cmd, cfg, names, solutions, limits)  # type: ignore[arg-type]
+        out: list[Verdict] = []
+        for v, sol in zip(got, solutions, strict=True):
+            if v is None:
+                v = self.verify(task, sol)
+            else:
+                self._learn(task, sol, v)
+            out.append(v)
+        return out
 
     def verify_with_reference(
         self, task: TaskRecord, solution: str, reference_s: float | None
@@ -179,7 +207,8 @@ class PythonVerifier(Verifier):
         return _verdict(status, checks, detail, limit_hit)
 
     # ------------------------------------------------------------------ function styles
-    def _relay(self, task: TaskRecord, spec: CodeSpec, solution: str, timeout: float) -> Verdict:
+    def _plan(self, task: TaskRecord, spec: CodeSpec) -> tuple[dict[str, Any], list[str]]:
+        """The tests process's config and the planned test names, counted here."""
         cfg: dict[str, Any] = {
             "style": spec.style,
             "entry_point": spec.entry_point,
@@ -188,11 +217,16 @@ class PythonVerifier(Verifier):
             "test_code": spec.test_code,
             "asserts": spec.asserts,
             "setup_code": spec.setup_code,
+            "prefetch": True,  # a check's leading certain calls go in one message (prefetch)
         }
         with AST_LOCK:
             names = plan_tests(cfg)
         declared = spec.test_count() if spec.style == "pytest" else 0
         names += [f"declared_test_{i}" for i in range(len(names), declared)]
+        return cfg, names
+
+    def _relay(self, task: TaskRecord, spec: CodeSpec, solution: str, timeout: float) -> Verdict:
+        cfg, names = self._plan(task, spec)
         caps = self.sandbox.capabilities
         if not caps.spawn:
             return Verdict(

@@ -2,9 +2,9 @@
 
 ``ForkServer`` starts ``forkserver_main`` once inside bubblewrap (pid, net, ipc, uts and mount
 namespaces; read-only system dirs and interpreter prefix; empty private /tmp; cleared
-environment; no_new_privs) as root holding only CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID and
-CAP_NET_ADMIN, with the Python harness compiled (common modules are imported while it idles;
-scripts registered later are handed to it live, without a restart). Each run is a
+environment; no_new_privs) as root holding only CAP_SYS_ADMIN, CAP_SETUID, CAP_SETGID,
+CAP_NET_ADMIN and CAP_KILL, with the Python harness compiled (common modules are imported
+while it idles; scripts registered later are handed to it live, without a restart). Each run is a
 request over a unix socket carrying its pipes and a memfd with files, argv, uid and limits; the
 server forks it (~2 ms instead of ~20 ms for bwrap plus a fresh interpreter).
 
@@ -73,7 +73,7 @@ PREIMPORT = (
     "operator", "dataclasses", "enum", "unittest",
 )  # fmt: skip
 _NO_PID = 2**31 - 1  # beyond pid_max: kill()/killpg() on it can never hit a host process
-_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_NET_ADMIN")
+_CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_NET_ADMIN", "CAP_KILL")
 
 
 class ForkedProcess(subprocess.Popen[bytes]):

@@ -45,6 +45,7 @@ import threading
 import time
 import warnings
 import weakref
+from dataclasses import replace
 
 from tasksieve.verifiers.sandbox.base import (
     Capabilities,
@@ -65,6 +66,7 @@ from tasksieve.verifiers.sandbox.process.binds import (
 from tasksieve.verifiers.sandbox.process.cgroups import describe as cgroup_describe
 from tasksieve.verifiers.sandbox.process.cold import ColdSetup, spawn_cold
 from tasksieve.verifiers.sandbox.process.forkserver import ForkServer, start_run
+from tasksieve.verifiers.sandbox.process.multi import MultiProcess, start_multi
 from tasksieve.verifiers.sandbox.process.pair import PairProcess, start_pair
 from tasksieve.verifiers.sandbox.process.probecache import known_good, probe_key, remember
 from tasksieve.verifiers.sandbox.process.runs import WORKDIR, SandboxProcess, supervise, warm_job
@@ -339,6 +341,24 @@ class ProcessSandbox(Sandbox):
             tests[0],
             limits.scratch_mb * 1024 * 1024,
         )
+
+    def spawn_multi(
+        self,
+        shared: dict[str, bytes | str],
+        cands: list[tuple[dict[str, bytes | str], list[str], Limits]],
+        tests: tuple[dict[str, bytes | str], list[str]],
+    ) -> MultiProcess:
+        """K candidates of one task (files, command, own limits) and one tests process, whose
+        CPU limit is the candidates' summed, in one entry (``process.multi``)."""
+        if self._server is None:
+            raise CapabilityMissing("multi-sample runs need the fork server (paired_runs)")
+        for name in (*shared, *tests[0], *(n for files, _, _ in cands for n in files)):
+            check_name(name)
+        jobs = [({**warm_job(cmd, lim), "wall_s": lim.wall_s}, f) for f, cmd, lim in cands]
+        most = max((lim for _, _, lim in cands), key=lambda lim: lim.memory_mb)
+        summed = replace(most, cpu_s=sum(lim.cpu_s for _, _, lim in cands))
+        scratch = max(lim.scratch_mb for _, _, lim in cands) * 1024 * 1024
+        return start_multi(self._server, shared, jobs, (warm_job(tests[1], summed), tests[0]), scratch)  # fmt: skip  # noqa: E501
 
     # ------------------------------------------------------------------ probing
     def _select(self, isolation: str) -> str:

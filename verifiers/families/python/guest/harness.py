@@ -13,7 +13,9 @@ test sees /dev/null and stderr instead):
   ``{"ok": value}`` or ``{"exc": [type_name, message]}``.
 - tests -> parent: ``{"op": "call", "fn", "args", "kwargs"}`` (reply ``{"ok"}``, ``{"exc"}``
   or ``{"crash": message}``), ``{"op": "result", "name", "passed", "detail"}``, ``{"op": "done"}``.
-- pair runs: tests -> candidate ``{"fn", "args", "kwargs"}`` (reply as above); tests -> parent
+- pair and multi-sample runs: tests -> candidate ``{"fn", "args", "kwargs"}`` (reply as
+  above), or ``{"batch": [request, ...]}`` for a check's leading certain calls (``prefetch``),
+  answered with one reply line per request, in order; tests -> parent
   (fd 3) the candidate's ``loaded`` line (``{"op": "loaded", "error"}``, or ``"broken": true``
   when it broke the protocol), results, ``{"op": "cand_exit", "signal", "code"}`` (nulls if
   it still runs), then ``done``.
@@ -39,7 +41,6 @@ name test the reference, not the candidate.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import contextlib
 import json
@@ -50,7 +51,14 @@ import types
 from typing import Any
 
 from tasksieve.verifiers.families.python.guest.codec import decode, encode
+from tasksieve.verifiers.families.python.guest.compiled import (
+    _COMPILED,
+    _check_codes,
+    _code,
+    _trusted_codes,
+)
 from tasksieve.verifiers.families.python.guest.planning import check_statements, plan
+from tasksieve.verifiers.families.python.guest.prefetch import PURE, leading_calls
 from tasksieve.verifiers.families.python.guest.wire import Wire, describe
 
 
@@ -73,19 +81,26 @@ def serve_candidate() -> None:
             req = wire.recv()
         except EOFError:
             return
-        try:
-            fn = mod.__dict__.get(req["fn"])
-            if not callable(fn):
-                raise NameError(f"name {req['fn']!r} is not defined by the solution")
-            args = decode(req["args"])
-            kwargs = decode(req["kwargs"])
-            reply: dict[str, Any] = {"ok": encode(fn(*args, **kwargs))}
-        except BaseException as e:
-            reply = {"exc": describe(e)}
-        try:
-            wire.send(reply)
-        except ValueError as e:  # e.g. a float that JSON cannot hold
-            wire.send({"exc": describe(e)})
+        batch = req.get("batch") if type(req) is dict else None
+        for one in batch if type(batch) is list else [req]:  # a batch: one reply per call
+            reply = _answer(mod, one)
+            try:
+                wire.send(reply)
+            except ValueError as e:  # e.g. a float that JSON cannot hold
+                wire.send({"exc": describe(e)})
+
+
+def _answer(mod: types.ModuleType, req: Any) -> dict[str, Any]:
+    """The reply to one call request: ``{"ok": value}`` or ``{"exc": [type, message]}``."""
+    try:
+        fn = mod.__dict__.get(req["fn"])
+        if not callable(fn):
+            raise NameError(f"name {req['fn']!r} is not defined by the solution")
+        args = decode(req["args"])
+        kwargs = decode(req["kwargs"])
+        return {"ok": encode(fn(*args, **kwargs))}
+    except BaseException as e:
+        return {"exc": describe(e)}
 
 
 # ----------------------------------------------------------------------------- tests
@@ -117,10 +132,16 @@ class _RelayLink:
 
 
 class _DirectLink:
-    """Calls sent straight to the candidate (``pair-tests`` mode); a broken reply ends it."""
+    """Calls sent straight to the candidate (``pair-tests`` mode); a broken reply ends it.
+
+    ``send_ahead`` sends calls known to come next (``prefetch``) in one message; ``call``
+    then takes their replies in order. A call that is not the one expected next (never, by
+    ``prefetch``'s rule) first takes the replies still owed, then goes out alone.
+    """
 
     def __init__(self, wire: Wire) -> None:
         self.wire, self.alive, self.eof = wire, True, False
+        self.ahead: list[str] = []
 
     def recv(self) -> Any:
         """The candidate's next JSON line, or None (and marked gone) on EOF or garbage."""
@@ -130,14 +151,31 @@ class _DirectLink:
             self.alive, self.eof = False, self.eof or isinstance(e, EOFError)
             return None
 
+    def send_ahead(self, reqs: list[dict[str, Any]]) -> None:
+        if not reqs or not self.alive:
+            return
+        try:
+            self.wire.send({"batch": reqs})
+        except (OSError, ValueError):
+            self.alive = False
+            return
+        self.ahead = [json.dumps(r, sort_keys=True) for r in reqs]
+
     def call(self, req: dict[str, Any]) -> Any:
         if not self.alive:
             return _GONE
-        try:
-            self.wire.send(req)
-        except OSError:
-            self.alive = False
-            return _GONE
+        if self.ahead and self.ahead[0] != json.dumps(req, sort_keys=True):
+            while self.ahead and self.alive:  # not the expected call: settle what is owed
+                self.ahead.pop(0)
+                self.recv()
+        if self.ahead:
+            self.ahead.pop(0)
+        else:
+            try:
+                self.wire.send(req)
+            except OSError:
+                self.alive = False
+                return _GONE
         rep = self.recv()
         if type(rep) is not dict or not ({"ok", "exc"} & rep.keys()):
             self.alive = False
@@ -164,6 +202,23 @@ class _Proxy:
         raise CandidateCrashed(str(rep.get("crash", "candidate gone")))
 
 
+_BUILTINS = {n: getattr(builtins, n) for n in PURE}
+
+
+def _send_ahead(link: Any, test_code: str, fn: Any, names: list[str], entry: str, g: Any) -> None:
+    """Send the check's leading certain calls (``prefetch``) in one message on a direct link."""
+    if not isinstance(link, _DirectLink):
+        return
+    key = (test_code, "<ast>")
+    if key not in _COMPILED:
+        _COMPILED[key] = [st for _, st in check_statements(test_code) or []]
+    cands = {n: n for n in names}
+    cands[fn.__code__.co_varnames[0]] = entry
+    pure = {n for n in PURE if n not in g and getattr(builtins, n, None) is _BUILTINS[n]}
+    calls = leading_calls(_COMPILED[key], cands, pure)
+    link.send_ahead([{"fn": f, "args": encode(a), "kwargs": encode(k)} for f, a, k in calls])
+
+
 def load_trusted(sources: list[str], ns: dict[str, Any]) -> None:
     """Run trusted sources (prompt, reference solution) into ``ns``, one statement at a time.
 
@@ -172,13 +227,9 @@ def load_trusted(sources: list[str], ns: dict[str, Any]) -> None:
     still land. Only called before any proxy exists, so nothing here can reach the candidate.
     """
     for src in sources:
-        try:
-            tree = ast.parse(src)
-        except (SyntaxError, ValueError):
-            continue
-        for st in tree.body:
+        for code in _trusted_codes(src):
             with contextlib.suppress(BaseException):
-                exec(compile(ast.Module([st], []), "<trusted>", "exec"), ns)
+                exec(code, ns)
 
 
 def _solution_module(proxies: dict[str, _Proxy], trusted: dict[str, Any]) -> types.ModuleType:
@@ -228,6 +279,42 @@ def run_pair_tests() -> None:
     out.send({"op": "done"})
 
 
+def run_multi_tests() -> None:
+    """Multi-sample mode: the samples one after another, init starting and ending each.
+
+    Init starts sample ``i`` once ``i - 1`` ended; this process tells it ``{"end": i,
+    "broken"}`` and waits for its answer only when the candidate broke its pipe.
+
+    fds: 0/1 the control pipes from/to init, 3 the results, then per sample ``i`` the
+    candidate's replies (``4 + 2i``) and its requests (``5 + 2i``). Each sample's report is
+    the pair mode's lines between ``{"op": "sample", "i"}`` and ``{"op": "done", "i"}``;
+    ``cand_exit`` carries what init saw (``wall``: init killed it on its wall limit).
+    """
+    count = int(sys.argv[2])
+    ctl = Wire()
+    out = Wire(wfd=os.dup(3))
+    os.close(3)
+    for i in range(count):
+        out.send({"op": "sample", "i": i})
+        link = _DirectLink(Wire(wfd=5 + 2 * i, rfd=4 + 2 * i))
+        loaded = link.recv()
+        if type(loaded) is dict and loaded.get("op") == "loaded":
+            err = loaded.get("error")
+            out.send({"op": "loaded", "error": None if err is None else str(err)[:500]})
+            if err is None:
+                run_tests(link, out)
+        else:
+            link.alive = False
+            out.send({"op": "loaded", "broken": True})
+        for fd in (4 + 2 * i, 5 + 2 * i):
+            os.close(fd)
+        ctl.send({"end": i, "broken": not link.alive})
+        # Only a candidate that broke its pipe may have died of a limit; init answers then.
+        end = ctl.recv() if not link.alive else {}
+        out.send({"op": "cand_exit", **{k: end.get(k) for k in ("signal", "code", "wall")}})
+        out.send({"op": "done", "i": i})
+
+
 def run_tests(link: _RelayLink | _DirectLink | None = None, out: Wire | None = None) -> None:
     """Run the tests in tests.json, reporting one result per planned test, then done."""
     if link is None:
@@ -260,28 +347,30 @@ def run_tests(link: _RelayLink | _DirectLink | None = None, out: Wire | None = N
     style = cfg["style"]
     if style == "asserts":
         for i, a in enumerate(cfg["asserts"]):
-            report(f"assert_{i}", setup_err or attempt(compile(a, f"<assert {i}>", "exec"), g))
+            report(f"assert_{i}", setup_err or attempt(_code(a, f"<assert {i}>"), g))
     elif style == "pytest":
-        load_err = setup_err or attempt(compile(cfg["test_code"], "tests.py", "exec"), g)
+        load_err = setup_err or attempt(_code(cfg["test_code"], "tests.py"), g)
         for name in plan(cfg):
             fn = g.get(name)
             err = load_err or (None if callable(fn) else NameError(f"{name} not collected"))
-            report(name, err or attempt(compile(f"{name}()", name, "exec"), g))
+            report(name, err or attempt(_code(f"{name}()", name), g))
     else:
-        load_err = setup_err or attempt(compile(cfg["test_code"], "tests.py", "exec"), g)
-        stmts = check_statements(cfg["test_code"])
+        load_err = setup_err or attempt(_code(cfg["test_code"], "tests.py"), g)
+        stmts = _check_codes(cfg["test_code"])
         if stmts is None or not any(n for n, _ in stmts) or load_err:
-            code = compile("check(%s)" % (entry or "candidate"), "check", "exec")
+            code = _code("check(%s)" % (entry or "candidate"), "check")
             report("check", load_err or attempt(code, g))
         else:
             fn = g["check"]
             local = dict(g)
             local[fn.__code__.co_varnames[0]] = _Proxy(link, entry or "candidate")
+            if cfg.get("prefetch"):
+                _send_ahead(link, cfg["test_code"], fn, names, entry or "candidate", g)
             pending: BaseException | None = None  # a failed setup statement fails the next test
-            for name, st in stmts:
-                err = attempt(compile(ast.Module([st], []), "check", "exec"), local)
-                if name:
-                    report(name, pending or err)
+            for label, st in stmts:
+                err = attempt(st, local)
+                if label:
+                    report(label, pending or err)
                     pending = None
                 elif err is not None:
                     pending = pending or err
@@ -291,7 +380,8 @@ def run_tests(link: _RelayLink | _DirectLink | None = None, out: Wire | None = N
 
 def warm_main() -> None:
     """Run the mode named by ``argv[1]``; the warm servers call this directly when warm."""
-    {"candidate": serve_candidate, "tests": run_tests, "pair-tests": run_pair_tests}[sys.argv[1]]()
+    modes = {"candidate": serve_candidate, "tests": run_tests, "pair-tests": run_pair_tests}
+    {**modes, "multi-tests": run_multi_tests}[sys.argv[1]]()
 
 
 if __name__ == "__main__":

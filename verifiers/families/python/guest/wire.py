@@ -19,9 +19,9 @@ _MAX_LINE = 4_000_000
 class Wire:
     """Line-oriented JSON over two private fds; fds 0/1 are detached from the protocol."""
 
-    def __init__(self, wfd: int | None = None) -> None:
-        if wfd is not None:  # a write-only wire on an fd of its own (pair results)
-            self.rfd, self.wfd = -1, wfd
+    def __init__(self, wfd: int | None = None, rfd: int = -1) -> None:
+        if wfd is not None:  # a wire on fds of its own (pair results: write-only)
+            self.rfd, self.wfd = rfd, wfd
             self._buf = b""
             return
         self.rfd, self.wfd = os.dup(0), os.dup(1)

@@ -2,7 +2,8 @@
 
 Run by ``..forkserver`` as ``python -I -S -c <this source> CONFIG_FD`` inside bwrap
 (read-only system, private /tmp, no network, pid namespace, as root with only CAP_SYS_ADMIN,
-CAP_SETUID, CAP_SETGID and CAP_NET_ADMIN). Standard library only. For each request on the
+CAP_SETUID, CAP_SETGID, CAP_NET_ADMIN and CAP_KILL: a multi-sample run's init kills one
+sample's uid). Standard library only. For each request on the
 control socket (a one-byte message carrying fds: stdin, stdout, stderr, status socket, collect
 pipe or -1, payload memfd) it forks:
 
@@ -20,7 +21,9 @@ pipe or -1, payload memfd) it forks:
 
 A ``p`` request (fds: results pipe, stderr pipe, status socket, payload memfd) is a pair
 run: its ``init`` forks the candidate job and then itself becomes the tests job (see
-``_pair_init`` and ``tasksieve.verifiers.sandbox.process.pair``). A ``w`` request (one memfd
+``_pair_init`` and ``tasksieve.verifiers.sandbox.process.pair``). An ``m`` request is K
+samples of one task with one tests process (``tasksieve.verifiers.sandbox.process.guest.multi``).
+A ``w`` request (one memfd
 holding a trusted script the host registered after the server started) compiles and executes
 it in the server as ``warm_up`` did at boot, so jobs forked after it run it warm.
 
@@ -62,6 +65,7 @@ from tasksieve.verifiers.sandbox.guest.warmrun import (
     set_rlimits,
     warm_up,
 )
+from tasksieve.verifiers.sandbox.process.guest.multi import multi_init
 from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _RLIMITS,
     CLONE_NEWIPC,
@@ -284,7 +288,7 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
         if ctl.fileno() not in ready:
             continue
         try:
-            msg, fds, _flags, _addr = socket.recv_fds(ctl, 16, 8)
+            msg, fds, _flags, _addr = socket.recv_fds(ctl, 16, _MAX_FDS)
         except OSError:
             msg, fds = b"", []
         if not msg:  # the host went away: no run outlives it
@@ -296,6 +300,8 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
             _add_warm(fds[0], warm)
             continue
         want, st_i = (4, 2) if msg == b"p" else (6, 3)
+        if msg == b"m":  # results, tests' stderr, status, payload, one stderr per sample
+            want, st_i = max(5, len(fds)), 2
         if len(fds) != want:
             for f in fds:
                 os.close(f)
@@ -311,6 +317,8 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
         if pid == 0:
             ctl.detach()
             _die_with(me)
+            if msg == b"m":
+                return multi_init(fds, cfg, me, _setup_scratch, _become_job)
             return _pair_init(fds, cfg, me) if msg == b"p" else _init(fds, cfg)
         _ok(_libc.setns(own_pidns, CLONE_NEWPID), "setns pid")
         sock = fds[st_i]
@@ -328,6 +336,7 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
         poller.register(sock, select.POLLIN)
 
 
+_MAX_FDS = 64  # an ``m`` request: 4 + one per sample (the host sends at most 32 samples)
 _BUSY_ROUNDS = 8  # a server that is never idle still imports one module per this many rounds
 
 

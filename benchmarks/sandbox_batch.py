@@ -1,0 +1,75 @@
+"""The ``batch`` setup of ``sandbox_throughput``: the verify stage's own code path.
+
+Each HumanEval problem is one task whose samples are its right and its wrong solution, each
+``k // 2`` times (K=k; ``--batch-k``, default 2: each solution once, as in the other setups);
+every task goes through ``tasksieve.verifiers.families.batch.verify_batch`` (what the pipeline's
+verify stage runs per task, retries included) on ``get_verifier("code",
+make_sandbox("process"))``, the tasks fed from ``workers`` threads. With the fork server this
+is one multi-sample entry per task; elsewhere it falls back to one entry per sample.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from benchmarks.humaneval_jobs import Job
+from benchmarks.timing import Pass, busy_seconds
+from tasksieve.verifiers import get_verifier, make_sandbox
+from tasksieve.verifiers.families.batch import verify_batch
+from tasksieve.verifiers.retry import RetryPolicy
+
+
+def batch_setup(
+    jobs: list[Job], k: int = 2
+) -> tuple[str, Callable[[int], Pass], str, Callable[[], None]]:
+    """(label, timed pass given the worker count, note, stop) for the batch setup.
+
+    A pass's rate counts every execution (``k // 2`` per job); a job's verdict is its
+    solution's when all its copies agree, else the wrong one (so any disagreement shows as a
+    mismatch)."""
+    copies = max(1, k // 2)
+    sandbox = make_sandbox("process")
+    verifier = get_verifier("code", sandbox)
+    groups: dict[str, list[int]] = {}
+    for i, j in enumerate(jobs):
+        groups.setdefault(j.problem["task_id"], []).append(i)
+    order = list(groups.values())
+    tasks = [jobs[g[0]].task() for g in order]
+    policy = RetryPolicy()
+
+    def one(t: int) -> list[bool]:
+        sols = [jobs[i].solution for i in order[t]] * copies
+        outs = verify_batch(verifier, tasks[t], sols, policy)
+        passed = [o.verdict.status == "pass" for o in outs]
+        n = len(order[t])
+        return [
+            passed[j] if len(set(passed[j::n])) == 1 else not jobs[order[t][j]].expect_pass
+            for j in range(n)
+        ]
+
+    def run(workers: int) -> Pass:
+        cpu0, t0 = busy_seconds(), time.perf_counter()
+        if workers == 1:
+            got = [one(k) for k in range(len(order))]
+        else:
+            with ThreadPoolExecutor(workers) as pool:
+                got = list(pool.map(one, range(len(order))))
+        wall, cpu = time.perf_counter() - t0, busy_seconds() - cpu0
+        verdicts: list[bool] = [False] * len(jobs)
+        for idx, vs in zip(order, got, strict=True):
+            for i, v in zip(idx, vs, strict=True):
+                verdicts[i] = v
+        execs = len(jobs) * copies
+        return Pass(execs / wall, 1000 * cpu / execs, verdicts)
+
+    def stop() -> None:
+        verifier.close()
+        sandbox.close()
+
+    who = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
+    label = f"tasksieve process backend ({who}), verify_batch per task (K={2 * copies})"
+    note = ", ".join(f"{k}={v}" for k, v in dict(getattr(sandbox, "describe", dict)()).items())
+    return label, run, note, stop
