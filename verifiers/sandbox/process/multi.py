@@ -15,11 +15,14 @@ import json
 import os
 import socket
 import struct
+from dataclasses import replace
 from typing import Any
 
+from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.sandbox.pipes import Reader
 from tasksieve.verifiers.sandbox.process.forkserver import ForkServer
 from tasksieve.verifiers.sandbox.process.pair import PairProcess, reap_lingering
+from tasksieve.verifiers.sandbox.process.runs import warm_job
 from tasksieve.verifiers.sandbox.process.uids import UIDS
 
 MAX_SAMPLES = 32  # fds per request stay well under the server's limit
@@ -97,3 +100,18 @@ def start_multi(
         for fd in theirs:
             os.close(fd)
     return MultiProcess(mine[0], mine[1], mine[2:], status, uids)
+
+
+def spawn_multi(
+    server: ForkServer,
+    shared: dict[str, bytes | str],
+    cands: list[tuple[dict[str, bytes | str], list[str], Limits]],
+    tests: tuple[dict[str, bytes | str], list[str]],
+) -> MultiProcess:
+    """``start_multi`` from limits: each candidate keeps its own; the tests process gets the
+    largest memory limit and the candidates' CPU seconds summed."""
+    jobs = [({**warm_job(cmd, lim), "wall_s": lim.wall_s}, f) for f, cmd, lim in cands]
+    most = max((lim for _, _, lim in cands), key=lambda lim: lim.memory_mb)
+    summed = replace(most, cpu_s=sum(lim.cpu_s for _, _, lim in cands))
+    scratch = max(lim.scratch_mb for _, _, lim in cands) * 1024 * 1024
+    return start_multi(server, shared, jobs, (warm_job(tests[1], summed), tests[0]), scratch)

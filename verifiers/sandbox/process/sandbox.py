@@ -45,7 +45,6 @@ import threading
 import time
 import warnings
 import weakref
-from dataclasses import replace
 
 from tasksieve.verifiers.sandbox.base import (
     Capabilities,
@@ -66,7 +65,7 @@ from tasksieve.verifiers.sandbox.process.binds import (
 from tasksieve.verifiers.sandbox.process.cgroups import describe as cgroup_describe
 from tasksieve.verifiers.sandbox.process.cold import ColdSetup, spawn_cold
 from tasksieve.verifiers.sandbox.process.forkserver import ForkServer, start_run
-from tasksieve.verifiers.sandbox.process.multi import MultiProcess, start_multi
+from tasksieve.verifiers.sandbox.process.multi import MultiProcess, spawn_multi
 from tasksieve.verifiers.sandbox.process.pair import PairProcess, start_pair
 from tasksieve.verifiers.sandbox.process.probecache import known_good, probe_key, remember
 from tasksieve.verifiers.sandbox.process.runs import WORKDIR, SandboxProcess, supervise, warm_job
@@ -324,11 +323,8 @@ class ProcessSandbox(Sandbox):
         tests: tuple[dict[str, bytes | str], list[str]],
         limits: Limits,
     ) -> PairProcess:
-        """Start a candidate and its tests as one warm pair run (see ``forkserver_pair``).
-
-        ``cand``/``tests`` are (files, command); the tests' command gets the candidate's pid
-        appended. Only with a fork server (``capabilities.paired_runs``).
-        """
+        """A candidate and its tests as one warm pair run (``pair.py``): (files, command) each;
+        the tests' command gets the candidate's pid appended. Needs ``paired_runs``."""
         if self._server is None:
             raise CapabilityMissing("pair runs need the fork server (capabilities.paired_runs)")
         for name in (*cand[0], *tests[0]):
@@ -354,11 +350,7 @@ class ProcessSandbox(Sandbox):
             raise CapabilityMissing("multi-sample runs need the fork server (paired_runs)")
         for name in (*shared, *tests[0], *(n for files, _, _ in cands for n in files)):
             check_name(name)
-        jobs = [({**warm_job(cmd, lim), "wall_s": lim.wall_s}, f) for f, cmd, lim in cands]
-        most = max((lim for _, _, lim in cands), key=lambda lim: lim.memory_mb)
-        summed = replace(most, cpu_s=sum(lim.cpu_s for _, _, lim in cands))
-        scratch = max(lim.scratch_mb for _, _, lim in cands) * 1024 * 1024
-        return start_multi(self._server, shared, jobs, (warm_job(tests[1], summed), tests[0]), scratch)  # fmt: skip  # noqa: E501
+        return spawn_multi(self._server, shared, cands, tests)
 
     # ------------------------------------------------------------------ probing
     def _select(self, isolation: str) -> str:
