@@ -56,25 +56,16 @@ ENTRY_METHODS = ("run", "spawn", "spawn_pair", "open_workspace")
 
 
 def demo_argv(
-    demo_in: Path, out: Path, extra: list[str], tasks: str = "examples/tasks"
+    demo_in: Path | None, out: Path, extra: list[str], tasks: str = "examples/tasks"
 ) -> list[str]:
     """The Makefile's ``demo`` curate command, writing into ``out`` (``tasks``: the shipped
-    tasks' directory, or a smaller set of them)."""
-    return [
-        "curate",
-        "--input",
-        tasks,
-        str(demo_in / "swebench.jsonl"),
-        str(demo_in / "harbor.jsonl"),
-        "--snapshot-store",
-        str(demo_in / "snapshots"),
-        "--output",
-        str(out),
-        "--overwrite",
-        "--samples",
-        "4",
-        *extra,
-    ]
+    tasks' directory, or a smaller set of them; ``demo_in`` None: without the imported ones)."""
+    inputs = [tasks]
+    if demo_in is not None:
+        inputs += [str(demo_in / "swebench.jsonl"), str(demo_in / "harbor.jsonl")]
+        extra = ["--snapshot-store", str(demo_in / "snapshots"), *extra]
+    head = ["curate", "--input", *inputs, "--output", str(out), "--overwrite"]
+    return [*head, "--samples", "4", *extra]
 
 
 class Meter:
@@ -312,7 +303,7 @@ def run_tree(cmd: list[str]) -> dict[str, float]:
 
 
 def measure(
-    demo_in: Path, out: Path, extra: list[str], tasks: str = "examples/tasks"
+    demo_in: Path | None, out: Path, extra: list[str], tasks: str = "examples/tasks"
 ) -> dict[str, Any]:
     """One demo run in a child process: the child's figures plus its tree CPU."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
