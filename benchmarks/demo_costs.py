@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (args.demo_in / "swebench.jsonl").exists():
         raise SystemExit(f"{args.demo_in}/swebench.jsonl is missing: run `make demo-inputs`")
-    machine = MachineReport(fork_seconds=0).start()
+    machine = MachineReport().start()
     with tempfile.TemporaryDirectory(prefix="demo-costs-") as tmp:
         out = args.keep or Path(tmp) / "out"
         run = measure(args.demo_in, out, args.extra, args.tasks)

@@ -45,7 +45,7 @@ def rows(out: Path, part: str) -> dict[str, list[Any]]:
     got: dict[str, list[Any]] = {}
     for f in sorted((out / part).rglob("*.parquet")):
         for row in pq.read_table(f).to_pylist():
-            key = str(row.get("task_id") or row.get("id") or "")
+            key = str(row.get("id") or row.get("record_id") or row.get("task_id") or "")
             got.setdefault(key, []).append(stable(row))
     for key in got:
         got[key].sort(key=lambda r: json.dumps(r, sort_keys=True, default=str))

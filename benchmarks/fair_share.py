@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.demo_in / "swebench.jsonl").exists():
         raise SystemExit(f"{args.demo_in}/swebench.jsonl is missing: run `make demo-inputs`")
     extra = args.extra or ["--sampler", "replay", "--replay", "examples/replay/completions.jsonl"]
-    machine = MachineReport(fork_seconds=0).start()
+    machine = MachineReport().start()
     alone: list[dict[str, Any]] = []
     busy: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="fair-share-") as tmp:

@@ -88,13 +88,13 @@ def test_busy_processes_run_and_are_stopped() -> None:
 def test_a_measured_run_and_its_rows(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     tasks.mkdir()
-    sql = [ln for ln in (EXAMPLES / "tasks" / "sql.jsonl").read_text().splitlines()][:2]
+    sql = [ln for ln in (EXAMPLES / "tasks" / "sql.jsonl").read_text().splitlines()][:1]
     (tasks / "sql.jsonl").write_text("\n".join(sql) + "\n")
     out = tmp_path / "out"
     replay = ["--sampler", "replay", "--replay", str(EXAMPLES / "replay" / "completions.jsonl")]
     run = measure(None, out, replay, str(tasks))
     assert run["rc"] == 0
-    assert run["entries"].get("Gates", 0) >= 3  # the reference runs three times
+    assert run["entries"].get("Gates", 0) >= 1  # SQL: the verifier's worker, started once
     assert run["stage_s"]["Gates"] > 0 and run["tree_cpu_s"] > 0
     assert run["thread_cpu_s"]["GatesFn"] > 0
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from tasksieve.schemas import TaskRecord
 from tasksieve.verifiers.families.probes import Differ, ProbeInfraError
+from tasksieve.verifiers.reliability import shared
 from tasksieve.verifiers.reliability.contract import distinct_solutions, normalised, probe_set
 from tasksieve.verifiers.reliability.evidence import Evidence, short, show
 from tasksieve.verifiers.sandbox.base import Sandbox
@@ -175,7 +176,7 @@ def measure_ambiguity(
     try:
         scope = probe_set(differ, task, cfg.probes, cfg.seed, sandbox, envelope=True)
         probes = scope.probes
-        seen = differ.observe(task, [task.reference_solution, *sols], probes, sandbox)
+        seen = shared.observe(differ, task, sols, probes, sandbox)
     except ProbeInfraError as e:
         return AmbiguityReport(
             0, 0, 0, len(passing), time.monotonic() - t0, infra_error=str(e), distinct=distinct
