@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from tasksieve.schemas import TaskRecord, Verdict
 from tasksieve.verifiers.families.base import Verifier
 from tasksieve.verifiers.families.probes import Differ, Mutant, Observation, Probe, ProbeInfraError
-from tasksieve.verifiers.reliability import shared
 from tasksieve.verifiers.reliability.contract import probe_set
 from tasksieve.verifiers.reliability.evidence import Evidence, short, show
+from tasksieve.verifiers.reliability.shared import observe as observe_shared
 from tasksieve.verifiers.sandbox.base import Sandbox
 
 
@@ -218,7 +218,7 @@ def measure_strength(
             scope = probe_set(differ, task, cfg.probes, cfg.seed, sandbox, envelope=False)
             probes = list(scope.probes)
             n_probes = len(probes)
-            seen = shared.observe(differ, task, [m.solution for m in passed], probes, sandbox)
+            seen = observe_shared(differ, task, [m.solution for m in passed], probes, sandbox)
         except ProbeInfraError as e:
             infra_error = f"observing mutants failed: {e}"
             infra += len(passed)
