@@ -52,6 +52,9 @@ STAGE_OF_FUNCTION = {
     "measure_strength": "TestStrength",
     "measure_ambiguity": "Ambiguity",
 }
+PACKAGE_STAGE = {"rollouts": "Verify"}
+"""Stage names of the ``tasksieve.transforms`` packages whose entries carry no detector frame
+(the rollouts package's entries are the Verify stage's: sampling enters no sandbox)."""
 ENTRY_METHODS = ("run", "spawn", "spawn_pair", "open_workspace")
 
 
@@ -88,7 +91,8 @@ class Meter:
                 return STAGE_OF_FUNCTION[name]
             mod = str(f.f_globals.get("__name__", ""))
             if not module_stage and mod.startswith("tasksieve.transforms."):
-                module_stage = mod.split(".")[2]
+                package = mod.split(".")[2]
+                module_stage = PACKAGE_STAGE.get(package, package)
             f = f.f_back  # type: ignore[assignment]
         return module_stage or getattr(self.inside, "stage", None) or "other"
 
