@@ -77,7 +77,7 @@ class Meter:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.entries: collections.Counter[str] = collections.Counter()
-        self.entry_wall: collections.Counter[str] = collections.Counter()
+        self.entry_wall: collections.defaultdict[str, float] = collections.defaultdict(float)
         self.inside = threading.local()
 
     def stage(self, depth: int = 2) -> str:
@@ -149,7 +149,7 @@ class StepClock:
     step of what it yields, and ``finish_bundle``) for every DoFn defined in tasksieve."""
 
     def __init__(self) -> None:
-        self.cpu: collections.Counter[str] = collections.Counter()
+        self.cpu: collections.defaultdict[str, float] = collections.defaultdict(float)
 
     def install(self) -> None:
         import apache_beam as beam
@@ -251,7 +251,7 @@ def cpu_group() -> Path | None:
         return None
 
 
-def run_tree(cmd: list[str]) -> dict[str, float]:
+def run_tree(cmd: list[str]) -> dict[str, Any]:
     """Run ``cmd``; its wall time and the CPU of its whole process tree: from a ``cpuacct``
     cgroup where one can be made, else sampled (``cpu_source`` says which)."""
     import psutil

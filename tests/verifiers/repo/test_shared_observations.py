@@ -11,6 +11,7 @@ from tasksieve.verifiers.families.repo.verifier import RepoVerifier
 from tasksieve.verifiers.reliability import shared
 from tasksieve.verifiers.reliability.ambiguity import AmbiguityConfig, measure_ambiguity
 from tasksieve.verifiers.reliability.strength import StrengthConfig, measure_strength
+from tasksieve.verifiers.sandbox.base import Sandbox
 from tests.verifiers.repo.repo_fixture import REFERENCE, build_repo, make_task
 from tests.verifiers.repo.test_differ import MORE_TESTS, WEAK_TESTS
 
@@ -22,7 +23,7 @@ def _stable(report: object) -> dict[str, object]:
 
 
 def test_the_ambiguity_check_reuses_the_references_probe_run_with_the_same_report(
-    sandbox: object, repo_verifier: RepoVerifier, repo_store: SnapshotStore, tmp_path: Path
+    sandbox: Sandbox, repo_verifier: RepoVerifier, repo_store: SnapshotStore, tmp_path: Path
 ) -> None:
     tree = build_repo(tmp_path, tests=WEAK_TESTS, extra={"tests/test_more.py": MORE_TESTS})
     task = make_task(repo_store, tree, f2p=["tests/test_ops.py::test_sub_is_not_a_sum"], p2p=[])
@@ -36,14 +37,14 @@ def test_the_ambiguity_check_reuses_the_references_probe_run_with_the_same_repor
             repo_verifier,
             differ,
             sandbox,
-            StrengthConfig(max_mutants=4, workers=2),  # type: ignore[arg-type]
+            StrengthConfig(max_mutants=4, workers=2),
         )
         assert strength.survived >= 1  # the reference was observed beside the survivors
         assert shared.STATS == {"reused": 0, "observed": 1}
-        warm = measure_ambiguity(task, [(0, other)], differ, sandbox, amb)  # type: ignore[arg-type]
+        warm = measure_ambiguity(task, [(0, other)], differ, sandbox, amb)
         assert shared.STATS == {"reused": 1, "observed": 1}  # no second run of the reference
         shared.clear()
-        cold = measure_ambiguity(task, [(0, other)], differ, sandbox, amb)  # type: ignore[arg-type]
+        cold = measure_ambiguity(task, [(0, other)], differ, sandbox, amb)
         assert shared.STATS == {"reused": 0, "observed": 1}
     finally:
         shared.clear()
