@@ -35,6 +35,7 @@ from tasksieve.schemas import TaskRecord
 from tasksieve.verifiers.families.probes import Differ, ProbeInfraError
 from tasksieve.verifiers.reliability.contract import distinct_solutions, normalised, probe_set
 from tasksieve.verifiers.reliability.evidence import Evidence, short, show
+from tasksieve.verifiers.reliability.shared import observe as observe_shared
 from tasksieve.verifiers.sandbox.base import Sandbox
 
 OUTCOMES = ("ambiguous", "unambiguous", "not_enough_evidence", "infra_error")
@@ -175,7 +176,7 @@ def measure_ambiguity(
     try:
         scope = probe_set(differ, task, cfg.probes, cfg.seed, sandbox, envelope=True)
         probes = scope.probes
-        seen = differ.observe(task, [task.reference_solution, *sols], probes, sandbox)
+        seen = observe_shared(differ, task, sols, probes, sandbox)
     except ProbeInfraError as e:
         return AmbiguityReport(
             0, 0, 0, len(passing), time.monotonic() - t0, infra_error=str(e), distinct=distinct

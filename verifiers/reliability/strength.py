@@ -32,6 +32,7 @@ from tasksieve.verifiers.families.base import Verifier
 from tasksieve.verifiers.families.probes import Differ, Mutant, Observation, Probe, ProbeInfraError
 from tasksieve.verifiers.reliability.contract import probe_set
 from tasksieve.verifiers.reliability.evidence import Evidence, short, show
+from tasksieve.verifiers.reliability.shared import observe as observe_shared
 from tasksieve.verifiers.sandbox.base import Sandbox
 
 
@@ -217,9 +218,7 @@ def measure_strength(
             scope = probe_set(differ, task, cfg.probes, cfg.seed, sandbox, envelope=False)
             probes = list(scope.probes)
             n_probes = len(probes)
-            seen = differ.observe(
-                task, [task.reference_solution, *(m.solution for m in passed)], probes, sandbox
-            )
+            seen = observe_shared(differ, task, [m.solution for m in passed], probes, sandbox)
         except ProbeInfraError as e:
             infra_error = f"observing mutants failed: {e}"
             infra += len(passed)

@@ -123,6 +123,7 @@ class RepoDiffer:
     """Mutants, probes and observations for ``repo`` tasks (see the module docstring)."""
 
     family = "repo"
+    separate_observations = True  # each solution's probe files run in a pytest run of its own
 
     def __init__(self, snapshot_store: str | None = None) -> None:
         self.store = SnapshotStore(snapshot_store) if snapshot_store else None
