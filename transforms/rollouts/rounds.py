@@ -213,8 +213,11 @@ class VerifySamplesFn(SandboxDoFn):
         def run(sols: list[str]) -> list[RetryOutcome]:
             # The code family judges a part in one sandbox entry: parts of at least
             # PART_MIN samples, at most one per pool thread (other tasks' bundles share it).
+            # Other families verify each sample on its own, all of them at once as before.
             workers = getattr(self.pool, "_max_workers", 1)
-            parts = min(workers, -(-len(sols) // PART_MIN))
+            parts = len(sols)
+            if hasattr(verifier, "verify_many"):
+                parts = min(workers, -(-len(sols) // PART_MIN))
             return verify_batch(verifier, task, sols, self.retry, self.pool, parts)
 
         return run(solutions) if self.cache is None else self.cache.verify(task, solutions, run)
