@@ -47,7 +47,7 @@ TABLE_BYTES = 64 * 1024 * 1024
 at the bundle's end): Beam's ``WriteToParquet`` default."""
 
 
-class RowsToTables(beam.DoFn):  # type: ignore[misc]
+class RowsToTables(beam.DoFn):
     """Row dicts of ``schema`` -> Arrow tables, one per bundle (or per ``TABLE_BYTES``).
 
     Each row is reported as ``progress_name`` to the live progress channel, per batch. A row
@@ -92,7 +92,7 @@ class RowsToTables(beam.DoFn):  # type: ignore[misc]
         return table
 
 
-class _Sink(beam.PTransform):  # type: ignore[misc]
+class _Sink(beam.PTransform):
     """Row dicts -> zstd Parquet shards ``prefix-SSSSS-of-NNNNN.parquet``; the file names."""
 
     def __init__(self, prefix: str, schema: pa.Schema, progress_name: str) -> None:
