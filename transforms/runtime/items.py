@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from tasksieve.schemas import (
@@ -46,21 +46,10 @@ class Item:
         return self.task.id
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        """Pickle the task as plain data (see the module's docstring); the rest as it is."""
-        return (
-            _item_from,
-            (
-                self.task.model_dump(),
-                self.source_file,
-                self.source_line,
-                self.input_sha256,
-                self.raw,
-                self.findings,
-                self.gates,
-                self.reference_s,
-                self.strength,
-            ),
-        )
+        """Pickle the task as plain data (see the module's docstring); every other field as
+        it is, by name, so a field added to the class travels without a change here."""
+        rest = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "task"}
+        return (_item_from, (self.task.model_dump(), rest))
 
     @property
     def order_key(self) -> tuple[str, int, str]:
@@ -68,29 +57,9 @@ class Item:
         return (self.source_file, self.source_line, self.task.id)
 
 
-def _item_from(
-    task: dict[str, Any],
-    source_file: str,
-    source_line: int,
-    input_sha256: str,
-    raw: str,
-    findings: list[Finding],
-    gates: list[GateResult],
-    reference_s: float | None,
-    strength: StrengthCheck | None,
-) -> Item:
+def _item_from(task: dict[str, Any], rest: dict[str, Any]) -> Item:
     """Rebuild a pickled ``Item`` (``Item.__reduce__``)."""
-    return Item(
-        TaskRecord.model_validate(task),
-        source_file,
-        source_line,
-        input_sha256,
-        raw,
-        findings,
-        gates,
-        reference_s,
-        strength,
-    )
+    return Item(TaskRecord.model_validate(task), **rest)
 
 
 @dataclass
