@@ -247,12 +247,8 @@ def _solution_module(proxies: dict[str, _Proxy], trusted: dict[str, Any]) -> typ
     return mod
 
 
-def run_pair_tests() -> None:
-    """Pair mode: forward the candidate's load status, run the tests, report its exit."""
-    cand_pid = int(sys.argv[2])
-    link = _DirectLink(Wire())
-    out = Wire(wfd=os.dup(3))
-    os.close(3)
+def _serve_candidate(link: _DirectLink, out: Wire) -> None:
+    """Forward the candidate's load status to ``out``, then run the tests against it."""
     loaded = link.recv()
     if type(loaded) is dict and loaded.get("op") == "loaded":
         err = loaded.get("error")
@@ -262,6 +258,15 @@ def run_pair_tests() -> None:
     else:
         link.alive = False
         out.send({"op": "loaded", "broken": True})
+
+
+def run_pair_tests() -> None:
+    """Pair mode: forward the candidate's load status, run the tests, report its exit."""
+    cand_pid = int(sys.argv[2])
+    link = _DirectLink(Wire())
+    out = Wire(wfd=os.dup(3))
+    os.close(3)
+    _serve_candidate(link, out)
     sig = code = None
     if not link.alive:  # give a candidate that broke the pipe a moment to be reaped
         if not link.eof:
@@ -297,15 +302,7 @@ def run_multi_tests() -> None:
     for i in range(count):
         out.send({"op": "sample", "i": i})
         link = _DirectLink(Wire(wfd=5 + 2 * i, rfd=4 + 2 * i))
-        loaded = link.recv()
-        if type(loaded) is dict and loaded.get("op") == "loaded":
-            err = loaded.get("error")
-            out.send({"op": "loaded", "error": None if err is None else str(err)[:500]})
-            if err is None:
-                run_tests(link, out)
-        else:
-            link.alive = False
-            out.send({"op": "loaded", "broken": True})
+        _serve_candidate(link, out)
         for fd in (4 + 2 * i, 5 + 2 * i):
             os.close(fd)
         ctl.send({"end": i, "broken": not link.alive})
