@@ -69,6 +69,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="solutions verified at once by --solutions (default: the number of CPUs)",
     )
+    p.add_argument(
+        "--group",
+        type=positive_int,
+        default=8,
+        metavar="K",
+        help="consecutive solutions of one task verified together by --solutions, in one "
+        "sandbox entry where the family and sandbox allow it (default 8; 1: one by one)",
+    )
     p.add_argument("--sandbox", default="process", help="sandbox backend (default: process)")
     p.add_argument("--allow-weak-isolation", action="store_true")
     add_snapshot_store_flag(p)

@@ -3,10 +3,12 @@
 A batch is read twice: first every solution is checked (task found, file readable, row well
 formed) and all problems are listed before anything runs; then the solutions go through a
 thread pool that shares one sandbox and one ``VerifierCache`` (so each family's warm workers
-start once). Verdicts are printed in input order as they complete, at most ``2 x jobs``
-solutions ahead of the oldest unfinished one. A verifier that raises gives that solution an
-``infra_error`` verdict instead of stopping the batch. Not guarded against: solutions that
-are individually huge (each is held in memory while it runs).
+start once). Consecutive solutions of one task, up to ``GROUP`` of them, go to the verifier
+together: a family with ``verify_many`` (code) judges them in one sandbox entry where the
+sandbox allows it, as the verify stage does. Verdicts are printed in input order as they
+complete, at most ``2 x jobs`` groups ahead of the oldest unfinished one. A verifier that
+raises gives its solutions an ``infra_error`` verdict instead of stopping the batch. Not
+guarded against: solutions that are individually huge (each is held in memory while it runs).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tasksieve.verifiers.registry import VerifierCache
 PROG = "tasksieve verify"
 STATUSES = ("pass", "fail", "error", "timeout", "infra_error")
 SHOWN_PROBLEMS = 20  # input problems listed before "... and N more"
+GROUP = 8  # consecutive solutions of one task verified together (``--group``)
 # Mistakes in flags, input or environment: one line on stderr and exit 2, never a traceback.
 USER_ERRORS = (UsageError, InputError, UnsupportedFamily, SandboxUnavailable, ValueError, OSError)
 
@@ -70,6 +73,35 @@ def safe_verify(cache: VerifierCache, solution: Solution) -> Verdict:
         return cache.get(solution.task.family).verify(solution.task, solution.text)
     except Exception as exc:  # a verifier bug is the environment's fault, not the solution's
         return Verdict(status="infra_error", detail=f"verifier raised {type(exc).__name__}: {exc}")
+
+
+def groups(solutions: Iterable[Solution], most: int = GROUP) -> Iterator[list[Solution]]:
+    """Runs of consecutive solutions of one task, at most ``most`` each, in input order."""
+    run: list[Solution] = []
+    for sol in solutions:
+        if run and (sol.task.id != run[0].task.id or len(run) >= most):
+            yield run
+            run = []
+        run.append(sol)
+    if run:
+        yield run
+
+
+def safe_verify_group(cache: VerifierCache, group: list[Solution]) -> list[Verdict]:
+    """Each solution's verdict, the group in one call where the family has ``verify_many``;
+    a verifier that raises yields infra_error for each, not a crash."""
+    if len(group) == 1:
+        return [safe_verify(cache, group[0])]
+    task = group[0].task
+    try:
+        many = getattr(cache.get(task.family), "verify_many", None)
+        if many is None:
+            return [safe_verify(cache, sol) for sol in group]
+        verdicts: list[Verdict] = many(task, [sol.text for sol in group])
+        return verdicts
+    except Exception as exc:  # a verifier bug is the environment's fault, not the solutions'
+        detail = f"verifier raised {type(exc).__name__}: {exc}"
+        return [Verdict(status="infra_error", detail=detail) for _ in group]
 
 
 def in_order(
@@ -138,7 +170,7 @@ def _summary(counts: Counter[str], seconds: float, jobs: int) -> str:
 
 
 def _verify_all(
-    source: str, resolver: Resolver, cache: VerifierCache, jobs: int, fmt: str
+    source: str, resolver: Resolver, cache: VerifierCache, jobs: int, fmt: str, most: int = GROUP
 ) -> tuple[Counter[str], int]:
     """Second pass: verify and print every solution; return the counts and input problems."""
     counts: Counter[str] = Counter()
@@ -153,14 +185,15 @@ def _verify_all(
             else:
                 yield item
 
-    def one(solution: Solution) -> Verdict:
-        return safe_verify(cache, solution)
+    def some(group: list[Solution]) -> list[Verdict]:
+        return safe_verify_group(cache, group)
 
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="verify") as pool:
         try:
-            for sol, verdict in in_order(pool, one, runnable(), 2 * jobs):
-                counts[verdict.status] += 1
-                sys.stdout.write(verdict_line(sol.name, sol.task.id, verdict, fmt) + "\n")
+            for group, verdicts in in_order(pool, some, groups(runnable(), most), 2 * jobs):
+                for sol, verdict in zip(group, verdicts, strict=True):
+                    counts[verdict.status] += 1
+                    sys.stdout.write(verdict_line(sol.name, sol.task.id, verdict, fmt) + "\n")
                 sys.stdout.flush()
         except BaseException:  # interrupted or stdout closed: run nothing more
             pool.shutdown(wait=True, cancel_futures=True)
@@ -190,7 +223,9 @@ def run_batch(args: argparse.Namespace) -> int:
     try:
         for family in sorted(families):
             cache.get(family)  # unsupported families fail here, before any solution runs
-        counts, late = _verify_all(args.solutions, resolver, cache, jobs, args.format)
+        counts, late = _verify_all(
+            args.solutions, resolver, cache, jobs, args.format, getattr(args, "group", GROUP)
+        )
     except UnsupportedFamily as e:
         return _error(str(e))
     except BrokenPipeError:  # the reader went away (e.g. `| head`): stop quietly

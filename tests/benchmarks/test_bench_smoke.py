@@ -97,3 +97,11 @@ def test_sql_disagreement_is_reported(setup: str) -> None:
     got[setup][4] = "pass" if work[4].expect != "pass" else "fail"
     wrong = sql_throughput.disagreements(work, got)
     assert len(wrong) == 1 and work[4].task.id in wrong[0]
+
+
+def test_verify_groups_tiny_run_agrees(capsys: pytest.CaptureFixture) -> None:
+    from benchmarks import verify_groups
+
+    assert verify_groups.main(["--samples", "2", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "32 solutions, 2 per task" in out and "statuses agree: {'pass': 32}" in out

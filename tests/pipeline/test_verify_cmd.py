@@ -325,3 +325,49 @@ def test_bad_input_gives_no_traceback_from_the_console_entry(tmp_path: Path) -> 
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[0] == f"{sol}:1: unknown task id 'zzz' (not in {CODE_TASKS})"
     assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------ groups of one task
+def test_consecutive_solutions_of_a_task_are_verified_together_in_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = code_tasks(1)[0]
+    items = [{"task_id": "code.add", "solution": GOOD if i % 3 else WRONG} for i in range(11)]
+    items.insert(5, {"task_id": other["id"], "solution": other["reference_solution"]})
+    sol = rows(tmp_path / "sol.jsonl", *items)
+    want = ["pass" if i["solution"] != WRONG else "fail" for i in items]
+    for jobs in ("1", "3"):
+        rc, out, _ = verify(capsys, "--task", str(CODE_TASKS), "--solutions", str(sol), "-j", jobs)
+        got = [json.loads(line) for line in out]
+        assert rc == 1
+        assert [v["status"] for v in got] == want
+        assert [v["name"] for v in got] == [f"{sol}:{n}" for n in range(1, 13)]
+
+
+class _Cache:
+    def __init__(self, verifier: object) -> None:
+        self.verifier = verifier
+
+    def get(self, family: str) -> object:
+        return self.verifier
+
+
+class _Raises:
+    def verify_many(self, task: object, solutions: list[str]) -> list[object]:
+        raise RuntimeError("boom")
+
+
+def test_groups_split_by_task_and_size_and_a_raising_verifier_is_infra_error() -> None:
+    from types import SimpleNamespace
+
+    from tasksieve.pipeline.commands.verify_run import groups, safe_verify_group
+
+    def sol(task_id: str, n: int) -> Any:
+        return SimpleNamespace(task=SimpleNamespace(id=task_id, family="code"), text=str(n))
+
+    sols = [sol("a", 0), sol("a", 1), sol("b", 2), *[sol("a", n) for n in range(3, 13)]]
+    got = [[s.text for s in g] for g in groups(sols, most=8)]
+    assert got == [["0", "1"], ["2"], [str(n) for n in range(3, 11)], ["11", "12"]]
+    verdicts = safe_verify_group(_Cache(_Raises()), sols[:2])  # type: ignore[arg-type]
+    assert [v.status for v in verdicts] == ["infra_error"] * 2
+    assert "verifier raised RuntimeError: boom" in verdicts[0].detail
