@@ -21,7 +21,7 @@ from typing import Any
 from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.sandbox.pipes import Reader
 from tasksieve.verifiers.sandbox.process.forkserver import ForkServer
-from tasksieve.verifiers.sandbox.process.pair import PairProcess, reap_lingering
+from tasksieve.verifiers.sandbox.process.pair import PairProcess, handing_over, reap_lingering
 from tasksieve.verifiers.sandbox.process.runs import warm_job
 from tasksieve.verifiers.sandbox.process.uids import UIDS
 
@@ -74,7 +74,7 @@ def start_multi(
     status, their_status = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     theirs: list[int] = [their_status.detach()]
     mine: list[int] = []
-    try:
+    with handing_over(mine, theirs, status, uids):
         payload = os.memfd_create("sandbox-multi")
         theirs.append(payload)
         with open(payload, "wb", closefd=False) as fh:
@@ -89,16 +89,6 @@ def start_multi(
             theirs.append(w)
             ends.append(w)
         server.submit_fds(b"m", [ends[0], ends[1], theirs[0], payload, *ends[2:]])
-    except BaseException:
-        for fd in mine:
-            os.close(fd)
-        status.close()
-        for uid in uids:
-            UIDS.give(uid)
-        raise
-    finally:
-        for fd in theirs:
-            os.close(fd)
     return MultiProcess(mine[0], mine[1], mine[2:], status, uids)
 
 

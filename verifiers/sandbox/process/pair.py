@@ -22,6 +22,7 @@ import os
 import socket
 import struct
 import threading
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tasksieve.verifiers.sandbox.pipes import Pump, Reader
@@ -123,6 +124,27 @@ def _blobs(files: dict[str, bytes | str]) -> tuple[list[list[Any]], bytes]:
     return [[n, len(b)] for n, b in zip(files, data, strict=True)], b"".join(data)
 
 
+@contextlib.contextmanager
+def handing_over(
+    mine: list[int], theirs: Iterable[int], status: socket.socket, uids: list[int]
+) -> Iterator[None]:
+    """Around sending a run's fds to the server: the server's ends (``theirs``, read when the
+    block ends) are closed here either way; on an error also our ends, the status socket, and
+    the run's uids go back."""
+    try:
+        yield
+    except BaseException:
+        for fd in mine:
+            os.close(fd)
+        status.close()
+        for uid in uids:
+            UIDS.give(uid)
+        raise
+    finally:
+        for fd in theirs:
+            os.close(fd)
+
+
 def start_pair(
     server: ForkServer,
     cand: dict[str, Any],
@@ -146,7 +168,7 @@ def start_pair(
     status, their_status = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     theirs: dict[str, int] = {"status": their_status.detach()}
     mine: list[int] = []
-    try:
+    with handing_over(mine, theirs.values(), status, uids):
         theirs["payload"] = os.memfd_create("sandbox-pair")
         with open(theirs["payload"], "wb", closefd=False) as fh:
             fh.write(struct.pack("<Q", len(head)) + head)
@@ -157,14 +179,4 @@ def start_pair(
             mine.append(r)
         order = ("results", "stderr", "status", "payload")
         server.submit_fds(b"p", [theirs[k] for k in order])
-    except BaseException:
-        for fd in mine:
-            os.close(fd)
-        status.close()
-        for uid in uids:
-            UIDS.give(uid)
-        raise
-    finally:
-        for fd in theirs.values():
-            os.close(fd)
     return PairProcess(mine[0], mine[1], status, uids)
