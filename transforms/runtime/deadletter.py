@@ -206,6 +206,25 @@ def dead_letter_rows(dead: tuple[Any, Fault], run_id: str) -> Iterator[dict[str,
         yield tagged.value
 
 
+def main_output_type(step: beam.ParDo, input_type: Any) -> Any:
+    """The type of a step's main output: what Beam infers from its body, less the tagged ones.
+
+    Beam's inference reads the ``yield`` statements, so a step that also yields
+    ``TaggedOutput`` (rollouts, rejections) infers ``Union[TaggedOutput, X]``; Beam strips
+    that annotation only at the top level, not inside the union. Since Beam 2.78 resolves
+    string annotations, the next step's declared input (``X``) is checked against it, so the
+    tagged members are dropped here; a step that yields only tagged outputs gets ``Any``.
+    """
+    inferred = step.infer_output_type(input_type)
+    tagged = beam.pvalue.TaggedOutput
+    if isinstance(inferred, beam.typehints.typehints.UnionConstraint):
+        members = [t for t in inferred.union_types if t is not tagged]
+        if not members:
+            return Any
+        return members[0] if len(members) == 1 else beam.typehints.Union[tuple(members)]
+    return Any if inferred is tagged else inferred
+
+
 class Attempt(beam.PTransform):
     """Apply a ParDo (Map, FlatMap) with Beam's exception handling.
 
@@ -224,7 +243,7 @@ class Attempt(beam.PTransform):
     def expand(self, pcoll: beam.PCollection) -> dict[str, beam.PCollection]:
         tags = (*self.tags, REJECTED)
         # declare every tag, else Beam warns that the tags are not in the type hints
-        main_type = self.step.infer_output_type(pcoll.element_type)
+        main_type = main_output_type(self.step, pcoll.element_type)
         step = self.step.with_output_types(main_type, **dict.fromkeys(tags, Any))
         out = pcoll | "Try" >> step.with_outputs(*tags, main="ok").with_exception_handling(
             dead_letter_tag="failed"
