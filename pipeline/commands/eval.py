@@ -68,6 +68,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--replay", help="recorded completions for --sampler replay")
     p.add_argument("--model", help="as for curate: model directory, served name or vLLM model")
     p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=8,
+        help="tasks per model call of the transformers sampler (default 8; each holds K rows)",
+    )
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=0)
     add_server_flags(p)
@@ -168,6 +174,7 @@ def _run_eval(args: argparse.Namespace) -> int:
                 model=args.model,
                 samples=args.samples,
                 max_new_tokens=args.max_new_tokens,
+                batch_size=args.batch_size,
                 temperature=args.temperature,
                 seed=args.seed,
                 replay_path=args.replay,

@@ -14,7 +14,7 @@ from tasksieve.pipeline.flags.reliability import add_reliability_flags
 from tasksieve.pipeline.flags.repo import add_snapshot_store_flag
 from tasksieve.pipeline.flags.runner import runner_name
 from tasksieve.pipeline.flags.sampler import add_server_flags
-from tasksieve.pipeline.flags.shared import add_dedup_flags, add_format_flag
+from tasksieve.pipeline.flags.shared import add_dedup_flags, add_format_flag, positive_int
 from tasksieve.pipeline.flags.turns import add_episode_flags
 from tasksieve.pipeline.flags.vllm import add_vllm_flags
 
@@ -62,6 +62,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "the model name the server serves; with --sampler vllm, what vLLM loads",
     )
     p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=8,
+        help="tasks per model call of the transformers sampler (default 8; each holds K rows)",
+    )
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(

@@ -23,7 +23,7 @@ class SamplerConfig:
     temperature: float = 0.8
     top_p: float = 0.95
     seed: int = 0
-    batch_size: int = 4
+    batch_size: int = 8  # tasks per model call (transformers); a floor for servers
     replay_path: str | None = None
     cache_dir: str | None = None
     stop_after_code: bool = True  # end a sample once its fenced code block is closed

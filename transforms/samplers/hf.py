@@ -35,6 +35,7 @@ from tasksieve.transforms.samplers.config import (
     SampleRequest,
     Samples,
 )
+from tasksieve.transforms.samplers.decode import backtick_ids, decode, fence_closed
 from tasksieve.transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
 from tasksieve.transforms.samplers.prompts import prompt_hash, render_messages
 from tasksieve.transforms.samplers.seeds import request_seed
@@ -93,6 +94,7 @@ class LoadedModel:
     tokenizer: Any
     model: Any
     load_s: float
+    backticks: frozenset[int] | None = None  # token ids holding a backtick, found at first use
 
 
 class _FenceClosed:
@@ -127,15 +129,22 @@ class _RowSampler:
         self._top_p = top_p
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        torch = self._torch
-        scores = scores.float()
-        if self._temperature == 0:
-            choice = scores.argmax(dim=-1)
-        else:
-            choice = self._sample(torch.softmax(scores / self._temperature, dim=-1))
-        out = torch.full_like(scores, float("-inf"))
+        """As a logits processor: -inf everywhere but the chosen token of each row."""
+        choice = self.choose(scores)
+        out = self._torch.full_like(scores, float("-inf"))
         out.scatter_(-1, choice.unsqueeze(-1), 0.0)
         return out
+
+    def choose(self, scores: Any) -> Any:
+        """One token per row: the argmax at temperature 0, else a seeded nucleus draw."""
+        scores = scores.float()
+        if self._temperature == 0:
+            return scores.argmax(dim=-1)
+        return self._sample(self._torch.softmax(scores / self._temperature, dim=-1))
+
+    def select(self, kept: list[int]) -> None:
+        """Keep only these rows' generators (the decode loop dropped the others' rows)."""
+        self._gens = [self._gens[i] for i in kept]
 
     def _sample(self, probs: Any) -> Any:
         """One token per row from ``probs`` restricted to its top-p nucleus."""
@@ -156,17 +165,30 @@ class _RowSampler:
         return pos.squeeze(-1) if cand_i is None else cand_i.gather(-1, pos).squeeze(-1)
 
 
+DECODERS = ("loop", "generate")
+"""``loop``: ``samplers.decode`` (the default); ``generate``: transformers' ``generate``."""
+
+
 class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]):
     """Draw K completions per task with a local transformers causal LM on CPU."""
 
-    def __init__(self, cfg: SamplerConfig, *, batched: bool = True) -> None:
-        super().__init__(min_batch_size=1, max_batch_size=cfg.batch_size)
+    def __init__(self, cfg: SamplerConfig, *, batched: bool = True, decode: str = "loop") -> None:
+        super().__init__(min_batch_size=cfg.batch_size, max_batch_size=cfg.batch_size)
+        if decode not in DECODERS:
+            raise ValueError(f"decode must be one of {', '.join(DECODERS)}, got {decode!r}")
         self._cfg = cfg
         self._batched = batched
+        self._decode = decode
 
     def batch_elements_kwargs(self) -> Mapping[str, Any]:
-        """Batch up to ``cfg.batch_size`` tasks per inference call."""
-        return {"min_batch_size": 1, "max_batch_size": self._cfg.batch_size}
+        """``cfg.batch_size`` tasks per inference call (fewer only at a bundle's end).
+
+        Fixed, not Beam's adaptive sizes: ``BatchElements`` grows a batch only while it stays
+        under 10 s, and one task's generation on the CPU takes seconds, so it held batches at
+        one or two tasks, where each step's matrix products use the cores worst.
+        """
+        size = self._cfg.batch_size
+        return {"min_batch_size": size, "max_batch_size": size}
 
     def model_id(self) -> str:
         """The model identifier recorded with every sample."""
@@ -235,54 +257,36 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         if not requests:
             return []
         torch = _need_torch()
-        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
-
         cfg, tok = self._cfg, model.tokenizer
         k = cfg.samples
         texts = [
             tok.apply_chat_template(render_messages(r), add_generation_prompt=True, tokenize=False)
             for r in requests
         ]
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        input_ids = enc["input_ids"].repeat_interleave(k, dim=0)
-        attention = enc["attention_mask"].repeat_interleave(k, dim=0)
         first = cfg.first_sample  # sample j of a task has the same seed in any round layout
         seeds = [request_seed(cfg.seed, r, first + j) for r in requests for j in range(k)]
         eos = model.model.generation_config.eos_token_id
         if eos is None:
             eos = tok.eos_token_id
-        gen_cfg = GenerationConfig(
-            do_sample=False,
-            max_new_tokens=cfg.max_new_tokens,
-            eos_token_id=eos,
-            pad_token_id=tok.pad_token_id,
-        )
+        eos_ids = {eos} if isinstance(eos, int) else set(eos)
+        sampler = _RowSampler(seeds, cfg.temperature, cfg.top_p)
         with _GENERATE, torch.inference_mode():
             start = time.monotonic()
-            generated = model.model.generate(
-                input_ids=input_ids,
-                attention_mask=attention,
-                generation_config=gen_cfg,
-                logits_processor=LogitsProcessorList(
-                    [_RowSampler(seeds, cfg.temperature, cfg.top_p)]
-                ),
-                stopping_criteria=StoppingCriteriaList(
-                    [_FenceClosed(tok, input_ids.shape[1])] if cfg.stop_after_code else []
-                ),
-            )
+            if self._decode == "loop":
+                rows, prompt_tokens = self._loop(texts, model, sampler, eos_ids)
+            else:
+                rows, prompt_tokens = self._generate(texts, model, sampler, eos)
         latency = round(time.monotonic() - start, 4)
-        new = generated[:, input_ids.shape[1] :]
-        decoded = tok.batch_decode(new, skip_special_tokens=True)
+        decoded = tok.batch_decode(rows, skip_special_tokens=True)
         if len(decoded) != k * len(requests):  # slicing would silently hand a task fewer
             raise RuntimeError(
                 f"generate returned {len(decoded)} sequences for {len(requests)} tasks x {k}"
             )
-        eos_ids = {eos} if isinstance(eos, int) else set(eos)
         hashes = [prompt_hash(render_messages(r)) for r in requests]
         metas = []
         for row in range(len(decoded)):
             used, finish = completion_length(
-                new[row].tolist(), eos_ids, tok.pad_token_id, cfg.max_new_tokens
+                rows[row], eos_ids, tok.pad_token_id, cfg.max_new_tokens
             )
             metas.append(
                 CompletionMeta(
@@ -292,7 +296,7 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
                     top_p=cfg.top_p,
                     seed=seeds[row],
                     max_tokens=cfg.max_new_tokens,
-                    prompt_tokens=int(attention[row].sum()),
+                    prompt_tokens=prompt_tokens[row // k],
                     completion_tokens=used,
                     finish_reason=finish,
                     latency_s=latency,
@@ -301,6 +305,62 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         return [
             (decoded[i * k : (i + 1) * k], metas[i * k : (i + 1) * k]) for i in range(len(requests))
         ]
+
+    def _loop(
+        self, texts: list[str], model: LoadedModel, sampler: _RowSampler, eos_ids: set[int]
+    ) -> tuple[list[list[int]], list[int]]:
+        """The rows' tokens from the sampler's own decode loop (``samplers.decode``)."""
+        cfg, tok = self._cfg, model.tokenizer
+        prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        ends = None
+        if cfg.stop_after_code:
+            if model.backticks is None:
+                model.backticks = backtick_ids(tok)
+            ticks = model.backticks
+
+            def ends(tokens: list[int], last: int) -> bool:
+                return last in ticks and fence_closed(tok, tokens)
+
+        rows = decode(
+            model.model,
+            prompts,
+            cfg.samples,
+            sampler.choose,
+            sampler.select,
+            max_new_tokens=cfg.max_new_tokens,
+            eos_ids=eos_ids,
+            ends=ends,
+        )
+        return rows, [len(p) for p in prompts]
+
+    def _generate(
+        self, texts: list[str], model: LoadedModel, sampler: _RowSampler, eos: Any
+    ) -> tuple[list[list[int]], list[int]]:
+        """The rows' tokens from transformers' ``generate`` over K copies of each prompt (left
+        padding; every row runs until the last one ends): the baseline the loop replaced."""
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        cfg, tok = self._cfg, model.tokenizer
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        input_ids = enc["input_ids"].repeat_interleave(cfg.samples, dim=0)
+        attention = enc["attention_mask"].repeat_interleave(cfg.samples, dim=0)
+        gen_cfg = GenerationConfig(
+            do_sample=False,
+            max_new_tokens=cfg.max_new_tokens,
+            eos_token_id=eos,
+            pad_token_id=tok.pad_token_id,
+        )
+        generated = model.model.generate(
+            input_ids=input_ids,
+            attention_mask=attention,
+            generation_config=gen_cfg,
+            logits_processor=LogitsProcessorList([sampler]),
+            stopping_criteria=StoppingCriteriaList(
+                [_FenceClosed(tok, input_ids.shape[1])] if cfg.stop_after_code else []
+            ),
+        )
+        new = generated[:, input_ids.shape[1] :]
+        return [r.tolist() for r in new], [int(n) for n in enc["attention_mask"].sum(dim=-1)]
 
 
 def completion_length(
