@@ -7,6 +7,7 @@ connects to a scheduler (tests/pipeline/test_dask_runner.py runs the real cluste
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import apache_beam as beam
 import pytest
@@ -36,8 +37,10 @@ def test_dask_options_pass_curates_check_of_beam_options() -> None:
 class Stateful(beam.DoFn):  # type: ignore[misc]
     SEEN = userstate.ReadModifyWriteStateSpec("seen", beam.coders.VarIntCoder())
 
-    def process(self, kv: tuple[str, int], seen: object = beam.DoFn.StateParam(SEEN)) -> None:
-        return None
+    def process(
+        self, kv: tuple[str, int], seen: object = beam.DoFn.StateParam(SEEN)
+    ) -> Iterator[tuple[str, int]]:
+        yield kv
 
 
 def _pipeline() -> beam.Pipeline:

@@ -166,7 +166,12 @@ def test_runs_cannot_see_each_other(sb):
     proc = spawn({}, [python, "-I", "-S", "-c", neighbour], LIMITS)
     try:
         assert proc.popen.stdout is not None
-        port = int(proc.popen.stdout.readline())
+        line = proc.popen.stdout.readline()
+        if not line.strip().isdigit():  # the neighbour died: say how
+            proc.popen.wait(timeout=10)
+            err = proc.popen.stderr.read() if proc.popen.stderr is not None else b""
+            pytest.fail(f"neighbour gave {line!r}, exit {proc.popen.returncode}, stderr {err!r}")
+        port = int(line)
         probe = (
             "import os, socket\nhits = []\n"
             "for d, _, fs in os.walk('/'):\n"
