@@ -134,6 +134,24 @@ def judge_pair(proc: PairedRun, names: list[str], deadline: float) -> Verdict:
     return report.verdict(names, timed_out, proc.stderr, lambda: _infra(proc))
 
 
+CPU_WAIT_S = 2.0  # how long a pair's verdict waits for the sandbox's CPU measure at the end
+
+
+def judge_and_end(proc: PairedRun, names: list[str], deadline: float) -> Verdict:
+    """``judge_pair``, then end the run and put the CPU time the sandbox measured for it (the
+    candidate's and the tests' processes) on the verdict, waiting ``CPU_WAIT_S`` at most for
+    that (None if it did not come); closes the run either way, its uids returning once the
+    sandbox reports it gone."""
+    try:
+        v = judge_pair(proc, names, deadline)
+        proc.kill()
+        proc.wait(CPU_WAIT_S)
+        v.cpu_s = proc.cpu_s
+        return v
+    finally:
+        proc.close(linger=True)
+
+
 def _infra(proc: PairedRun) -> str:
     proc.wait(1.0)
     return proc.infra_error or "test harness ended without finishing" + err_tail(proc.stderr)

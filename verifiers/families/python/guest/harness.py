@@ -282,6 +282,18 @@ def run_pair_tests() -> None:
             time.sleep(0.005)
     out.send({"op": "cand_exit", "signal": sig, "code": code})
     out.send({"op": "done"})
+    _outlive(cand_pid)
+
+
+def _outlive(cand_pid: int) -> None:
+    """Stay until the candidate has ended (closing its stdin ends a served candidate) or the
+    host ends the run: this process is the run's init, and the kernel drops the CPU time of
+    the processes an exiting init takes with it, so the candidate is reaped here first."""
+    for fd in (0, 1):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(cand_pid, 0)
 
 
 def run_multi_tests() -> None:

@@ -1,0 +1,60 @@
+"""CPU time of a run's processes as the fork server and a multi-sample init see it.
+
+Inlined into the fork server (``forkserver``) by ``bundle``; standard library only.
+
+``wait4`` gives a reaped process's user plus system time together with that of every child it
+reaped, so a run whose processes all end before their init does is measured whole by reaping
+the init. A killed run is not: when a pid namespace's init exits, the kernel kills the other
+members and discards them without adding their time anywhere. So before the server kills a
+run it reads the live descendants of the run's init from ``/proc`` (``live_cpu``): each one's
+own time and that of the children it reaped (``stat`` fields 14 to 17, in clock ticks). A
+process that exits in the moment between that reading and the kill is counted with the
+reading and, where its parent reaps it first, once more in the parent's time.
+"""
+
+from __future__ import annotations
+
+import os
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def stat_cpu(pid: int) -> float | None:
+    """User plus system seconds of ``pid`` and of the children it reaped, or None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    try:  # after the command name: state is field 3, utime..cstime fields 14..17
+        return sum(int(f) for f in fields[11:15]) / _TICK
+    except (ValueError, IndexError):
+        return None
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                kids += [int(k) for k in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+    return kids
+
+
+def live_cpu(init: int) -> float:
+    """CPU seconds of every live descendant of ``init`` (not ``init`` itself), read now."""
+    total, todo, seen = 0.0, _children(init), {init}
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += stat_cpu(pid) or 0.0
+        todo += _children(pid)
+    return total
