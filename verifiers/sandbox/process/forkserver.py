@@ -28,11 +28,11 @@ process (other uid, non-dumpable after setuid, /proc mounted ``hidepid=2``), can
 tests' 0700 directory, never holds the results pipe the host reads (its fds are exactly its
 stdin/stdout to the tests and its stderr), and the tests' data is read from the payload only
 after the candidate was forked, so it is not in the candidate's memory. A pair's verdict is
-returned once the tests process reported ``done`` and the kill was sent; the host does not
-wait for the namespace to empty (the tests process is its init and has exited or is being
-killed), but its uids return to the pool only after the server reports it empty. Warm scripts
-that define ``warm_main`` run from the namespace the server executed them in (a private
-copy-on-write copy per run, as with every other module).
+returned once the tests process reported ``done``, the kill was sent and the server reported
+the end with the run's CPU time (the code family waits up to 2 s for that, then goes on
+without it); its uids return to the pool only after the server reports the namespace empty.
+Warm scripts that define ``warm_main`` run from the namespace the server executed them in (a
+private copy-on-write copy per run, as with every other module).
 
 It does NOT guard against: kernel bugs reachable through allowed syscalls (a run that
 escapes its uid lands next to a root server with CAP_SYS_ADMIN in the host user namespace;

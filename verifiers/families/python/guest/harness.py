@@ -18,7 +18,8 @@ test sees /dev/null and stderr instead):
   answered with one reply line per request, in order; tests -> parent
   (fd 3) the candidate's ``loaded`` line (``{"op": "loaded", "error"}``, or ``"broken": true``
   when it broke the protocol), results, ``{"op": "cand_exit", "signal", "code"}`` (nulls if
-  it still runs), then ``done``.
+  it still runs), then ``done``; the pair's tests process then closes the candidate's pipes
+  and waits for it, so the run's init reaps its candidate and its CPU time is counted.
 Values cross in a tagged JSON codec (``codec``: tuples, sets, dicts with any keys, bytes,
 complex, nan), so only plain built-in values ever reach the test process. The codec, the test
 planning (``planning``) and the wire (``wire``) are guest modules of their own, inlined here by

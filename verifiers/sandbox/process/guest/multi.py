@@ -181,14 +181,14 @@ def multi_init(
     for a, b in links:
         os.close(b[0])
         os.close(a[1])
-    tests_end = (tests_pid, status)
+    tests_end = (tests_pid, status, int(tests["uid"]))
     return _supervise(
         tests_end, to_init[0], to_tests[1], cands, links, errs, payload, starts, cfg, become
     )
 
 
 def _supervise(
-    tests: tuple[int, int],
+    tests: tuple[int, int, int],
     ctl_in: int,
     ctl_out: int,
     cands: list[dict[str, Any]],
@@ -202,8 +202,8 @@ def _supervise(
     """Init's loop: start each sample once the one before ended, time it, end it when the
     tests process says so (answering only when the candidate broke its pipe: only then does
     the way it ended matter to the verdict); before exiting, report each sample's CPU time on
-    the status socket (``tests[1]``)."""
-    tests_pid, status = tests
+    the status socket (``tests``: its pid, that socket, its uid)."""
+    tests_pid, status, tests_uid = tests
     ended: dict[int, int] = {}  # pid -> wait status, for pids init reaped early
     cpu: dict[int, float] = {}  # uid -> CPU seconds of its processes init has reaped
     shares: list[float | None] = []  # each sample's part of the tests process's CPU time
@@ -226,16 +226,13 @@ def _supervise(
         left = max(0.0, running["deadline"] - time.monotonic()) if timed and running else None
         ready = select.select([ctl_in], [], [], left)[0]
         ended.update(_reap_all(cpu))
-        if tests_pid in ended:
-            break
+        gone = tests_pid in ended  # what it wrote before it exited is still read below
         if running is not None and not running["wall"] and time.monotonic() >= running["deadline"]:
             _kill_uid(int(cands[running["i"]]["uid"]))  # the tests see EOF and say "end"
             running["wall"] = True
-        if not ready:
+        if not ready and not gone:
             continue
-        chunk = os.read(ctl_in, 4096)
-        if not chunk:
-            break
+        chunk = _read_now(ctl_in) if gone else os.read(ctl_in, 4096)
         buf += chunk
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
@@ -246,15 +243,19 @@ def _supervise(
             if not isinstance(msg, dict):
                 continue
             if "end" in msg and running is not None and int(msg["end"]) == running["i"]:
-                now = stat_cpu(tests_pid)
+                # the tests process's CPU so far: from /proc while it runs, wait4's once reaped
+                now = cpu.get(tests_uid, 0.0) if tests_pid in ended else stat_cpu(tests_pid)
                 share = None if now is None or tests_cpu is None else now - tests_cpu
                 shares.append(share)
                 tests_cpu = now
                 broken = bool(msg.get("broken"))
                 rep = _end(running, cands, (ended, cpu), broken)
                 if broken:
-                    os.write(ctl_out, (json.dumps(rep) + "\n").encode())
+                    with contextlib.suppress(OSError):  # the tests process may be gone
+                        os.write(ctl_out, (json.dumps(rep) + "\n").encode())
                 running = None
+        if gone or not chunk:
+            break
     if running is not None:  # the tests process is gone: no sample outlives it
         _kill_uid(int(cands[running["i"]]["uid"]))
     with contextlib.suppress(OSError):
@@ -284,6 +285,18 @@ def _report_cpu(
     with contextlib.suppress(OSError):
         os.write(status, (json.dumps({"samples_cpu_s": out}) + "\n").encode())
     os.close(status)
+
+
+def _read_now(fd: int) -> bytes:
+    """What ``fd`` holds now, without waiting (the tests process has exited; a child it left
+    may still hold the pipe open, so EOF may never come)."""
+    out = b""
+    while len(out) < 1 << 20 and select.select([fd], [], [], 0)[0]:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        out += chunk
+    return out
 
 
 def _reap_one(cpu: dict[int, float], block: bool) -> tuple[int, int] | None:
