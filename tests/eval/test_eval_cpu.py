@@ -92,4 +92,7 @@ def test_an_eval_on_the_process_sandbox_measures_every_code_verdict(eval_a: Path
     summary = json.loads((eval_a / "summary.json").read_text())
     cpu = summary["by_family"]["code"]["sandbox_cpu_s"]
     assert cpu["measured"] == cpu["verdicts"] > 0 and cpu["per_task"] > 0
-    assert "sandbox CPU seconds" in (eval_a / "report.html").read_text()
+    html = (eval_a / "report.html").read_text()
+    overall = summary["overall"]["sandbox_cpu_s"]
+    assert "<td>sandbox_cpu_s</td>" in html
+    assert f"{overall['measured']} of {overall['verdicts']}" in html

@@ -129,6 +129,9 @@ def test_docker_runs_report_the_container_cgroup_cpu() -> None:
         pytest.skip(f"no docker sandbox here: {e}")
     try:
         _assert_spin_and_sleep(sb)
+        task, spin = _code_task(SPIN)  # the code family's relay: two spawned runs, summed
+        v = PythonVerifier(sb).verify(task, spin)
+        assert v.status == "pass" and v.cpu_s is not None and v.cpu_s >= 0.2
     finally:
         sb.close()
 

@@ -9,13 +9,15 @@ for error details.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
 
 from tasksieve.schemas import CheckResult, Verdict, VerdictStatus
-from tasksieve.verifiers.sandbox.base import PairedRun
+from tasksieve.verifiers.sandbox.base import PairedRun, SpawnedRun, sum_cpu
 from tasksieve.verifiers.sandbox.pipes import Reader
 
 _SIGXCPU = 24
@@ -150,6 +152,19 @@ def judge_and_end(proc: PairedRun, names: list[str], deadline: float) -> Verdict
         return v
     finally:
         proc.close(linger=True)
+
+
+def end_runs(runs: list[SpawnedRun]) -> float | None:
+    """Kill ``runs`` (all first, so their teardowns overlap), wait ``CPU_WAIT_S`` at most for
+    each to report its end, close them; their CPU seconds summed (None if any is unmeasured)."""
+    for run in runs:
+        run.kill()
+    for run in runs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            run.popen.wait(timeout=CPU_WAIT_S)
+    for run in runs:
+        run.close()
+    return sum_cpu([run.cpu_s for run in runs])
 
 
 def _infra(proc: PairedRun) -> str:

@@ -36,8 +36,8 @@ from tasksieve.verifiers.families.base import Verifier
 from tasksieve.verifiers.families.python.guest import harness as python_harness
 from tasksieve.verifiers.families.python.guest.planning import plan as plan_tests
 from tasksieve.verifiers.families.python.multi import runs_samples, verify_grouped
+from tasksieve.verifiers.families.python.pair import end_runs, judge_and_end
 from tasksieve.verifiers.families.python.pair import fails as _fails
-from tasksieve.verifiers.families.python.pair import judge_and_end
 from tasksieve.verifiers.families.python.pair import verdict as _verdict
 from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox, SpawnedRun, sum_cpu
 from tasksieve.verifiers.sandbox.guest import bundle
@@ -263,12 +263,8 @@ class PythonVerifier(Verifier):
         try:
             v = _Session(cand, tests, time.monotonic() + wall).run(names)
         finally:
-            cand.kill()  # both first, so the two teardowns overlap
-            tests.kill()
-            cand.close()
-            tests.close()
-        v.cpu_s = sum_cpu([cand.cpu_s, tests.cpu_s])
-        return v
+            cpu = end_runs([cand, tests])
+        return v.model_copy(update={"cpu_s": cpu})
 
 
 class _Session:
