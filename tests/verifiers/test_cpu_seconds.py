@@ -108,6 +108,22 @@ def test_pair_runs_put_the_candidate_and_tests_cpu_on_the_verdict(
     assert v.cpu_s is not None and v.cpu_s < 0.5 * v.duration_s
 
 
+def test_a_pair_counts_what_the_candidate_left_running(verifier: PythonVerifier) -> None:
+    """A child that outlives the candidate (this init inherits it) is still counted."""
+    solution = (
+        "import os, time\n"
+        "r, w = os.pipe()\n"
+        "if os.fork() == 0:\n"
+        f"    t = time.process_time()\n    while time.process_time() - t < {SPIN_S}:\n"
+        "        pass\n    os.write(w, b'x')\n    time.sleep(60)\n"
+        "os.read(r, 1)\n"
+        "def f(x):\n    return x\n"
+    )
+    task, _ = _code_task("pass")
+    v = verifier.verify(task, solution)
+    assert v.status == "pass" and v.cpu_s is not None and v.cpu_s >= 0.2
+
+
 def test_multi_sample_entries_charge_each_sample_its_own(verifier: PythonVerifier) -> None:
     task, spin = _code_task(SPIN)
     _, sleep = _code_task(SLEEP)
