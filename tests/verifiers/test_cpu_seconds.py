@@ -184,3 +184,18 @@ def test_a_verification_sums_its_runs_and_is_unmeasured_if_one_is() -> None:
         charge(0.25)
     assert outer.total() == 0.75 and inner.total() is None
     charge(1.0)  # no meter open: nothing to charge
+
+
+def test_a_one_shot_run_counts_what_outlived_its_command(sandbox: ProcessSandbox) -> None:
+    """The command exits while a child it started still spins; init ends and reaps the child
+    before it exits itself, so the child's time is counted."""
+    code = (
+        "import os, time\n"
+        "r, w = os.pipe()\n"
+        "if os.fork() == 0:\n"
+        f"    t = time.process_time()\n    while time.process_time() - t < {SPIN_S}:\n"
+        "        pass\n    os.write(w, b'x')\n    time.sleep(60)\n"
+        "os.read(r, 1)\n"
+    )
+    cpu, _ = _run(sandbox, code)
+    assert cpu is not None and cpu >= 0.2

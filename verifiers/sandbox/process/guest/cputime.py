@@ -15,8 +15,11 @@ reading and, where its parent reaps it first, once more in the parent's time.
 from __future__ import annotations
 
 import os
+import time
 
 _TICK = os.sysconf("SC_CLK_TCK")
+_WALK_S = 0.02  # at most this long, and at most _WALK_PIDS processes, per reading
+_WALK_PIDS = 512
 
 
 def stat_cpu(pid: int) -> float | None:
@@ -47,10 +50,15 @@ def _children(pid: int) -> list[int]:
     return kids
 
 
-def live_cpu(init: int) -> float:
-    """CPU seconds of every live descendant of ``init`` (not ``init`` itself), read now."""
+def live_cpu(init: int) -> float | None:
+    """CPU seconds of every live descendant of ``init`` (not ``init`` itself), read now; None
+    when the tree is too big or changes too fast to read (a fork bomb) within ``_WALK_S`` and
+    ``_WALK_PIDS``: the kill must not wait, and a partial reading would undercount."""
     total, todo, seen = 0.0, _children(init), {init}
+    end = time.monotonic() + _WALK_S
     while todo:
+        if len(seen) > _WALK_PIDS or time.monotonic() > end:
+            return None
         pid = todo.pop()
         if pid in seen:
             continue

@@ -10,8 +10,9 @@ pipe or -1, payload memfd) it forks:
 - ``init`` (pid 1 of a new pid namespace; new mount, net, ipc and uts namespaces): mounts a
   size-limited tmpfs on /tmp (also bound on /dev/shm) and a fresh /proc, brings loopback up,
   writes the input files root-owned and read-only into the sticky /tmp, forks the job, reaps
-  every orphan, reads the collect files back without following links once the job exited, and
-  exits with the job's status (``128 + signal`` when it was killed);
+  every orphan, once the job exited kills and reaps what is left (so its CPU time is counted),
+  reads the collect files back without following links, and exits with the job's status
+  (``128 + signal`` when it was killed);
 - ``job`` (pid 2): new session, rlimits, no supplementary groups, its own unprivileged uid,
   no_new_privs, the seccomp filter; then the shared warm-run runtime
   (``tasksieve.verifiers.sandbox.guest.warmrun``, inlined here) gives it its environment and
@@ -261,7 +262,7 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
     poller.register(ctl.fileno(), select.POLLIN)
     pidfds: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket)
     socks: dict[int, int] = {}  # status socket -> pidfd
-    killed: dict[int, float] = {}  # pidfd -> CPU seconds its live processes had at the kill
+    killed: dict[int, float | None] = {}  # pidfd -> CPU seconds its live processes had at the kill
     later = list(cfg.get("preimport", []))  # imported after ready: see _preimport
     busy = 0
     ctl.send(b"ready")
@@ -286,7 +287,8 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
             pid, sock = pidfds.pop(fd)
             _, st, usage = os.wait4(pid, 0)  # init with every process it reaped: the run's CPU
             rc = os.WEXITSTATUS(st) if os.WIFEXITED(st) else -os.WTERMSIG(st)
-            cpu = round(usage.ru_utime + usage.ru_stime + killed.pop(fd, 0.0), 6)
+            extra = killed.pop(fd, 0.0)  # None: the kill's reading failed, so no measure
+            cpu = None if extra is None else round(usage.ru_utime + usage.ru_stime + extra, 6)
             with contextlib.suppress(OSError):
                 os.write(sock, (json.dumps({"rc": rc, "cpu_s": cpu}) + "\n").encode())
             if socks.pop(sock, None) is not None:
