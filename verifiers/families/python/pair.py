@@ -136,7 +136,6 @@ def judge_pair(proc: PairedRun, names: list[str], deadline: float) -> Verdict:
     return report.verdict(names, timed_out, proc.stderr, lambda: _infra(proc))
 
 
-_NATURAL_END_S = 0.25  # how long a judged pair may take to end by itself before it is killed
 CPU_WAIT_S = 2.0  # how long a pair's verdict waits for the sandbox's CPU measure at the end
 
 
@@ -147,10 +146,10 @@ def judge_and_end(proc: PairedRun, names: list[str], deadline: float) -> Verdict
     sandbox reports it gone."""
     try:
         v = judge_pair(proc, names, deadline)
-        # A run that ends by itself (its tests process reaps the candidate, then exits) is
-        # measured exactly; one still going is measured as the server kills it.
-        if v.status == "timeout" or proc.wait(_NATURAL_END_S) is None:
-            proc.kill()
+        # Killed at once, as before: waiting for the candidate and the tests process to end
+        # by themselves (interpreter teardown) cost a third of the pair path's throughput at
+        # one worker; the server reads the live processes' time as it kills them.
+        proc.kill()
         proc.wait(CPU_WAIT_S)
         v.cpu_s = proc.cpu_s
         return v

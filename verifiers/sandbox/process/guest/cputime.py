@@ -23,16 +23,40 @@ _WALK_PIDS = 512
 
 
 def stat_cpu(pid: int) -> float | None:
-    """User plus system seconds of ``pid`` and of the children it reaped, or None if gone."""
+    """User plus system seconds of ``pid`` and of the children it reaped, or None if gone.
+
+    Its own time is the larger of ``stat``'s (clock ticks, whole process, exited threads
+    included) and the sum of its live threads' ``schedstat`` run time (nanoseconds): a
+    verification's processes often run for less than a tick, which ``stat`` alone rounds
+    down to nothing. Reaped children's time exists in ticks only.
+    """
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return None
     try:  # after the command name: state is field 3, utime..cstime fields 14..17
-        return sum(int(f) for f in fields[11:15]) / _TICK
+        own = (int(fields[11]) + int(fields[12])) / _TICK
+        reaped = (int(fields[13]) + int(fields[14])) / _TICK
     except (ValueError, IndexError):
         return None
+    return max(own, _run_time(pid)) + reaped
+
+
+def _run_time(pid: int) -> float:
+    """Seconds the live threads of ``pid`` ran (``schedstat``'s first field), 0 if unread."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
+                total += int(fh.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
 
 
 def _children(pid: int) -> list[int]:
