@@ -52,6 +52,12 @@ class Verdict(_Rec):
     detail: str = ""
     checks: list[CheckResult] = Field(default_factory=list)
     duration_s: float = 0.0
+    cpu_s: float | None = Field(
+        default=None,
+        description="CPU seconds (user plus system) the verification's processes used inside "
+        "the sandbox: the candidate's and the tests', summed over the runs it took; null where "
+        "the backend could not measure every part (see docs/sandbox.md).",
+    )
     limit_hit: str | None = None
     trace: list[str] = Field(
         default_factory=list,

@@ -2,7 +2,9 @@
 
 Only the tasks both evals scored are compared (those in one alone are counted). Per task the
 metric is its pass@1 estimate ``c / n``, and the mean reward and each reward component; the
-difference is B - A. The interval is a paired percentile bootstrap: the same resampled task
+costs (``COSTS``: sandbox wall and CPU seconds, completion tokens, per task) are compared the
+same way, on the tasks where both evals have the figure, with ``better`` meaning B costs less;
+the difference is B - A. The interval is a paired percentile bootstrap: the same resampled task
 indices for A and B, so what the two share (task difficulty) cancels. The verdict on pass@1:
 ``better`` when the whole 95% interval is above 0, ``worse`` when below, else ``not
 distinguishable``. A task flipped when one eval solved it (some sample passed) and the other
@@ -23,6 +25,8 @@ from tasksieve.pipeline.eval.passk import RESAMPLES, SEED
 from tasksieve.pipeline.eval.scores import COMPONENTS
 
 METRICS = ("pass_at_1", "reward", *(f"reward_{c}" for c in COMPONENTS))
+COSTS = ("sandbox_s", "sandbox_cpu_s", "completion_tokens")
+"""Per-task costs compared like the metrics, where lower is better (``better``: B costs less)."""
 
 
 class CompareError(ValueError):
@@ -81,13 +85,17 @@ def _metric(
     ids: list[str],
     name: str,
     resamples: int,
+    lower_better: bool = False,
 ) -> dict[str, Any] | None:
     pairs = [
-        (a[t][name], b[t][name]) for t in ids if a[t][name] is not None and b[t][name] is not None
+        (a[t][name], b[t][name])
+        for t in ids
+        if a[t].get(name) is not None and b[t].get(name) is not None
     ]
     if not pairs:
         return None
     mean, lo, hi = paired_interval([y - x for x, y in pairs], resamples)
+    judged = verdict(-hi, -lo) if lower_better else verdict(lo, hi)
     return {
         "tasks": len(pairs),
         "a": sum(x for x, _ in pairs) / len(pairs),
@@ -95,7 +103,7 @@ def _metric(
         "diff": mean,
         "ci_low": lo,
         "ci_high": hi,
-        "verdict": verdict(lo, hi),
+        "verdict": judged,
     }
 
 
@@ -107,6 +115,7 @@ def compare(a_out: str, b_out: str, resamples: int = RESAMPLES) -> dict[str, Any
     if not ids:
         raise CompareError(f"{a_out} and {b_out} share no scored task: nothing to compare")
     metrics = {name: _metric(a, b, ids, name, resamples) for name in METRICS}
+    costs = {name: _metric(a, b, ids, name, resamples, lower_better=True) for name in COSTS}
     by_family: dict[str, list[str]] = defaultdict(list)
     for t in ids:
         by_family[a[t]["family"]].append(t)
@@ -123,6 +132,7 @@ def compare(a_out: str, b_out: str, resamples: int = RESAMPLES) -> dict[str, Any
         if metrics["pass_at_1"]
         else "not distinguishable",
         "metrics": metrics,
+        "costs": costs,
         "by_family": {
             fam: _metric(a, b, members, "pass_at_1", resamples)
             for fam, members in sorted(by_family.items())
@@ -146,6 +156,7 @@ def render_compare(result: dict[str, Any]) -> str:
     ]
     rows = [(name, m) for name, m in result["metrics"].items()]
     rows += [(f"pass_at_1[{fam}]", m) for fam, m in result["by_family"].items()]
+    rows += [(f"{name} (lower is better)", m) for name, m in result.get("costs", {}).items()]
     for name, m in rows:
         if m is None:
             continue

@@ -102,11 +102,14 @@ def render(summary: dict[str, Any], manifest: dict[str, Any], fig: str | None, n
         ends = [[e(k), str(v)] for k, v in summary["agent"]["endings"].items()]
         parts += ["<h2>Episode endings</h2>", table("endings", ["ending", "episodes"], ends)]
     cost = []
-    for name in ("sandbox_s", "completion_tokens"):
-        c = summary["overall"][name]
+    for name in ("sandbox_s", "sandbox_cpu_s", "completion_tokens"):
+        c = summary["overall"].get(name)
+        if c is None:
+            continue
+        seen = f"{c['measured']} of {c['verdicts']}" if "measured" in c else "-"
         cost.append([name, _num(c["total"]), _num(c["per_task"]), _num(c["per_solved_task"]),
-                     _num(c["per_passing_sample"])])  # fmt: skip
-    head_cost = ["cost", "total", "per task", "per solved task", "per passing sample"]
+                     _num(c["per_passing_sample"]), seen])  # fmt: skip
+    head_cost = ["cost", "total", "per task", "per solved task", "per passing sample", "measured"]
     parts += ["<h2>Cost</h2>", table("cost", head_cost, cost)]
     body = "".join(parts)
     return (

@@ -55,6 +55,13 @@ def render_text(summary: dict[str, Any], output: str) -> str:
         f"sandbox seconds: {cost['total'] or 0:.2f} total, per task {cost['per_task'] or 0:.3f}, "
         f"per solved task {_num(cost['per_solved_task'])}"
     )
+    cpu = summary["overall"].get("sandbox_cpu_s")
+    if cpu is not None:
+        lines.append(
+            f"sandbox CPU seconds: {_num(cpu['total'])} total, per task {_num(cpu['per_task'])}, "
+            f"per solved task {_num(cpu['per_solved_task'])} "
+            f"({cpu['measured']} of {cpu['verdicts']} verdicts measured)"
+        )
     lines.append(
         f"completion tokens: total {_num(tokens['total'])}, per task {_num(tokens['per_task'])}, "
         f"per solved task {_num(tokens['per_solved_task'])}"

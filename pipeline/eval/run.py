@@ -75,6 +75,8 @@ def scores_schema(ks: tuple[int, ...]) -> pa.Schema:
         pa.field("completion_tokens", i64),
         pa.field("prompt_tokens", i64),
         pa.field("sandbox_s", f64),
+        pa.field("sandbox_cpu_s", f64),
+        pa.field("cpu_measured", i64, nullable=False),
         pa.field("reward", f64),
         *[pa.field(f"reward_{name}", f64) for name in COMPONENTS],
     ]

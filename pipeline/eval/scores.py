@@ -11,10 +11,13 @@ Plain functions over the rows ``rollouts/`` holds (``schemas.Rollout`` as dicts)
   ``wrong`` (verdict ``fail``), ``error``, ``timeout``; ``infra`` for infra errors.
 - Cost: ``completion_tokens`` and ``prompt_tokens`` summed where the sampler reported them
   (null when none did: replay records no tokens); ``sandbox_s``, the verifications' wall time
-  summed (verdicts record wall time, not CPU time).
+  summed; ``sandbox_cpu_s``, the CPU seconds their processes used in the sandbox
+  (``Verdict.cpu_s``), summed over the verdicts that carry it, with ``cpu_measured`` how many
+  did (out of ``attempts``; null and 0 when none did: a backend or family that cannot measure).
 - Agent runs (``agent=True``, one row per episode): ``c_by_turn[s-1]`` counts the episodes
   passed within s steps; failure kinds come from the episode's ending
-  (``pipeline.eval.agent_scores``); ``sandbox_s`` adds the steps' sandbox time.
+  (``pipeline.eval.agent_scores``); ``sandbox_s`` adds the steps' sandbox time;
+  ``sandbox_cpu_s`` covers the final verification only (steps record no CPU time).
 - Rewards: the mean over scored attempts of the reward and of each component.
 - Difficulty bucket from the curated pass rate (``hard`` < 0.25 <= ``medium`` < 0.75 <=
   ``easy``), ``uncalibrated`` for tasks read from files.
@@ -113,6 +116,9 @@ def task_score(
     out["completion_tokens"] = _sum(r.get("completion_tokens") for r in rows)
     out["prompt_tokens"] = _sum(r.get("prompt_tokens") for r in rows)
     out["sandbox_s"] = float(sum(r["verdict"]["duration_s"] for r in rows)) + step_s
+    cpu = [float(c) for r in rows if (c := r["verdict"].get("cpu_s")) is not None]
+    out["sandbox_cpu_s"] = sum(cpu) if cpu else None
+    out["cpu_measured"] = len(cpu)
     out["reward"] = sum(r["reward"] for r in scored) / len(scored) if scored else None
     for name in COMPONENTS:
         out[f"reward_{name}"] = sum(float(x[name]) for x in comps) / len(comps) if comps else None

@@ -3,8 +3,9 @@
 Each group reports its tasks, pass@k for every k with a bootstrap interval over the group's
 tasks (``pipeline.eval.passk``), success by turn (mean over tasks of c_t / n, with its
 interval), the failure kinds counted, the mean reward and its components, and the cost:
-tokens and sandbox seconds in total, per task, per solved task (a task with at least one
-passing sample) and per passing sample.
+tokens, sandbox wall seconds and sandbox CPU seconds in total, per task, per solved task (a
+task with at least one passing sample) and per passing sample. The CPU seconds also say how
+many verdicts were measured (``measured`` of ``verdicts``): the totals cover those only.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _per(total: float | None, count: int) -> float | None:
 
 
 def _cost(rows: Sequence[dict[str, Any]], name: str) -> dict[str, float | None]:
-    known = [r[name] for r in rows if r[name] is not None]
+    known = [r[name] for r in rows if r.get(name) is not None]
     total = float(sum(known)) if known else None
     solved = sum(1 for r in rows if r["c"] > 0)
     passes = sum(r["c"] for r in rows)
@@ -71,6 +72,11 @@ def group_summary(
         },
         "completion_tokens": _cost(rows, "completion_tokens"),
         "sandbox_s": _cost(rows, "sandbox_s"),
+        "sandbox_cpu_s": {
+            **_cost(rows, "sandbox_cpu_s"),
+            "measured": sum(int(r.get("cpu_measured") or 0) for r in rows),
+            "verdicts": sum(int(r["attempts"]) for r in rows),
+        },
     }
 
 

@@ -45,7 +45,9 @@ class Execution:
 
     ``limit_hit`` names the limit that stopped it (``wall``, ``cpu``, ``memory``, ``output``,
     ``file_size``, ``processes``) or is None. ``infra_error`` is set when the sandbox itself
-    failed, which says nothing about the code that ran.
+    failed, which says nothing about the code that ran. ``cpu_s`` is the CPU time (user plus
+    system) the run's processes used inside the sandbox, as the backend measured it; None
+    where the backend could not see all of them (docs/sandbox.md says what each counts).
     """
 
     exit_code: int | None
@@ -57,6 +59,7 @@ class Execution:
     stderr_truncated: bool = False
     infra_error: str | None = None
     files: dict[str, bytes] = field(default_factory=dict)
+    cpu_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,11 @@ class SpawnedRun(Protocol):
     @property
     def started(self) -> float: ...
 
+    @property
+    def cpu_s(self) -> float | None:
+        """CPU seconds the run used, once ``close()`` has returned (None: not measured)."""
+        ...
+
     def kill(self) -> None: ...
 
     def close(self) -> None: ...
@@ -139,6 +147,11 @@ class PairedRun(Protocol):
 
     @property
     def infra_error(self) -> str | None: ...
+
+    @property
+    def cpu_s(self) -> float | None:
+        """CPU seconds of the candidate and the tests together, once the end is reported."""
+        ...
 
     def kill(self) -> None: ...
 
@@ -222,3 +235,11 @@ class SandboxUnavailable(RuntimeError):
 
 class CapabilityMissing(SandboxUnavailable):
     """A method was called that the backend does not declare in its ``capabilities``."""
+
+
+def sum_cpu(parts: list[float | None]) -> float | None:
+    """The CPU seconds of several runs that make one verification: their sum, or None when
+    there are none or any of them was not measured (a partial sum would undercount)."""
+    if not parts or any(p is None for p in parts):
+        return None
+    return sum(p for p in parts if p is not None)

@@ -42,6 +42,7 @@ from tasksieve.schemas import ApiSpec, CheckResult, TaskRecord, Verdict, Verdict
 from tasksieve.verifiers.families.api.guest import harness as api_harness
 from tasksieve.verifiers.families.base import Verifier
 from tasksieve.verifiers.sandbox.base import Limits, Sandbox
+from tasksieve.verifiers.sandbox.cpu import charge, metering
 from tasksieve.verifiers.sandbox.guest import bundle
 
 HARNESS_SOURCE = bundle(api_harness.__file__)  # its gate and state read-back inlined
@@ -97,13 +98,14 @@ class ApiVerifier(Verifier):
                 Verdict(status="infra_error", detail=f"not an api task: {spec.family}")
             )
         t0 = time.monotonic()
-        try:
-            out = self._run(spec, solution)
-        except Exception as e:  # a bug or broken sandbox here is never the solution's fault
-            out = ApiOutcome(
-                Verdict(status="infra_error", detail=f"verifier failed: {type(e).__name__}: {e}")
-            )
+        with metering() as meter:
+            try:
+                out = self._run(spec, solution)
+            except Exception as e:  # a bug or broken sandbox here is never the solution's fault
+                why = f"verifier failed: {type(e).__name__}: {e}"
+                out = ApiOutcome(Verdict(status="infra_error", detail=why))
         out.verdict.duration_s = time.monotonic() - t0
+        out.verdict.cpu_s = meter.total()
         return out
 
     def trivial_solutions(self, task: TaskRecord) -> list[str]:
@@ -136,6 +138,7 @@ class ApiVerifier(Verifier):
         }
         cmd = [self.python, "-I", "-S", "api_harness.py"]
         ex = self.sandbox.run(files, cmd, limits, stdin=(nonce + "\n").encode())
+        charge(ex.cpu_s)
         events = _events(ex.stdout, nonce)
         tail = _text_tail(ex.stderr)
         total = spec.test_count()

@@ -20,15 +20,17 @@ import time
 from typing import Any, Protocol
 
 from tasksieve.schemas import Verdict
-from tasksieve.verifiers.families.python.pair import Report, next_line
+from tasksieve.verifiers.families.python.pair import CPU_WAIT_S, Report, next_line
 from tasksieve.verifiers.sandbox.base import Limits, PairedRun
 from tasksieve.verifiers.sandbox.pipes import Reader
 
 
 class MultiRun(PairedRun, Protocol):
-    """What ``spawn_multi`` returns: a paired run with one stderr reader per sample."""
+    """What ``spawn_multi`` returns: a paired run with one stderr reader per sample, and each
+    sample's CPU seconds once the run ended by itself (None where not measured)."""
 
     sample_err: list[Reader]
+    samples_cpu_s: list[float | None]
 
 
 class MultiSandbox(Protocol):
@@ -87,6 +89,11 @@ def verify_multi(
                 v = report.verdict(names, False, run.sample_err[current], lambda: "")
                 v.duration_s = time.monotonic() - started
                 out[current], current = v, None
+        if all(v is not None for v in out):  # the tests process ends: init reports the CPU
+            run.wait(CPU_WAIT_S)
+            for judged, cpu in zip(out, run.samples_cpu_s, strict=True):
+                if judged is not None:
+                    judged.cpu_s = cpu
     finally:
         run.close(linger=True)
     return out

@@ -9,13 +9,15 @@ for error details.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
 
 from tasksieve.schemas import CheckResult, Verdict, VerdictStatus
-from tasksieve.verifiers.sandbox.base import PairedRun
+from tasksieve.verifiers.sandbox.base import PairedRun, SpawnedRun, sum_cpu
 from tasksieve.verifiers.sandbox.pipes import Reader
 
 _SIGXCPU = 24
@@ -132,6 +134,40 @@ def judge_pair(proc: PairedRun, names: list[str], deadline: float) -> Verdict:
             break
         report.feed(msg, names)
     return report.verdict(names, timed_out, proc.stderr, lambda: _infra(proc))
+
+
+CPU_WAIT_S = 2.0  # how long a pair's verdict waits for the sandbox's CPU measure at the end
+
+
+def judge_and_end(proc: PairedRun, names: list[str], deadline: float) -> Verdict:
+    """``judge_pair``, then end the run and put the CPU time the sandbox measured for it (the
+    candidate's and the tests' processes) on the verdict, waiting ``CPU_WAIT_S`` at most for
+    that (None if it did not come); closes the run either way, its uids returning once the
+    sandbox reports it gone."""
+    try:
+        v = judge_pair(proc, names, deadline)
+        # Killed at once, as before: waiting for the candidate and the tests process to end
+        # by themselves (interpreter teardown) cost a third of the pair path's throughput at
+        # one worker; the server reads the live processes' time as it kills them.
+        proc.kill()
+        proc.wait(CPU_WAIT_S)
+        v.cpu_s = proc.cpu_s
+        return v
+    finally:
+        proc.close(linger=True)
+
+
+def end_runs(runs: list[SpawnedRun]) -> float | None:
+    """Kill ``runs`` (all first, so their teardowns overlap), wait ``CPU_WAIT_S`` at most for
+    each to report its end, close them; their CPU seconds summed (None if any is unmeasured)."""
+    for run in runs:
+        run.kill()
+    for run in runs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            run.popen.wait(timeout=CPU_WAIT_S)
+    for run in runs:
+        run.close()
+    return sum_cpu([run.cpu_s for run in runs])
 
 
 def _infra(proc: PairedRun) -> str:

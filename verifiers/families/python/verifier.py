@@ -36,10 +36,10 @@ from tasksieve.verifiers.families.base import Verifier
 from tasksieve.verifiers.families.python.guest import harness as python_harness
 from tasksieve.verifiers.families.python.guest.planning import plan as plan_tests
 from tasksieve.verifiers.families.python.multi import runs_samples, verify_grouped
+from tasksieve.verifiers.families.python.pair import end_runs, judge_and_end
 from tasksieve.verifiers.families.python.pair import fails as _fails
-from tasksieve.verifiers.families.python.pair import judge_pair
 from tasksieve.verifiers.families.python.pair import verdict as _verdict
-from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox, SpawnedRun
+from tasksieve.verifiers.sandbox.base import Execution, Limits, Sandbox, SpawnedRun, sum_cpu
 from tasksieve.verifiers.sandbox.guest import bundle
 from tasksieve.verifiers.sandbox.pipes import Pump, Reader
 from tasksieve.verifiers.sandbox.warm import register_warm_script
@@ -182,6 +182,7 @@ class PythonVerifier(Verifier):
         status: VerdictStatus = "pass"
         limit_hit: str | None = None
         detail = ""
+        cpu: list[float | None] = []
         for i, case in enumerate(spec.io_cases):
             name = f"io_{i}"
             if status in ("timeout", "error", "infra_error"):
@@ -193,6 +194,7 @@ class PythonVerifier(Verifier):
                 limits,
                 stdin=case.stdin.encode(),
             )
+            cpu.append(ex.cpu_s)
             ok, why = _judge_io(ex, case.stdout)
             checks.append(CheckResult(name=name, passed=ok, detail=why))
             if ex.infra_error:
@@ -204,7 +206,8 @@ class PythonVerifier(Verifier):
             elif not ok and status == "pass":
                 status, detail = "fail", f"{name}: {why}"
             limit_hit = limit_hit or ex.limit_hit
-        return _verdict(status, checks, detail, limit_hit)
+        verdict = _verdict(status, checks, detail, limit_hit)
+        return verdict.model_copy(update={"cpu_s": sum_cpu(cpu)})
 
     # ------------------------------------------------------------------ function styles
     def _plan(self, task: TaskRecord, spec: CodeSpec) -> tuple[dict[str, Any], list[str]]:
@@ -244,12 +247,7 @@ class PythonVerifier(Verifier):
                 ({"tests.json": json.dumps(cfg)}, [*cmd[:3], "/tmp/harness.py", "pair-tests"]),
                 limits,
             )
-            try:
-                return judge_pair(pair, names, time.monotonic() + wall)
-            finally:
-                # The verdict does not wait for the namespace to empty: its init (the tests
-                # process) has exited or is killed here; the uids come back once it is gone.
-                pair.close(linger=True)
+            return judge_and_end(pair, names, time.monotonic() + wall)
         cand = self.sandbox.spawn(
             {"harness.py": HARNESS_SOURCE, "solution.py": solution}, [*cmd, "candidate"], limits
         )
@@ -263,12 +261,10 @@ class PythonVerifier(Verifier):
             cand.close()
             raise
         try:
-            return _Session(cand, tests, time.monotonic() + wall).run(names)
+            v = _Session(cand, tests, time.monotonic() + wall).run(names)
         finally:
-            cand.kill()  # both first, so the two teardowns overlap
-            tests.kill()
-            cand.close()
-            tests.close()
+            cpu = end_runs([cand, tests])
+        return v.model_copy(update={"cpu_s": cpu})
 
 
 class _Session:

@@ -160,6 +160,7 @@ class RepoVerifier(Verifier):
             else:
                 result = self._run_packed(spec, tree, env, solution)
             verdict = judge(spec, result)
+            verdict.cpu_s = _seconds(result.get("cpu_s"))
         except (WorkspaceError, OSError) as exc:
             verdict = Verdict(status="infra_error", detail=f"sandbox: {exc}")
         except Exception as exc:  # a bug here is never the solution's fault
@@ -235,7 +236,8 @@ class RepoVerifier(Verifier):
         ex = self.sandbox.run(files, cmd, limits, stdin=json.dumps(job).encode())
         if ex.infra_error:
             return {"status": "infra", "detail": ex.infra_error}
-        return _result(ex.stdout, job["nonce"], ex.limit_hit, ex.exit_code, ex.stderr)
+        out = _result(ex.stdout, job["nonce"], ex.limit_hit, ex.exit_code, ex.stderr)
+        return {**out, "cpu_s": ex.cpu_s}  # the sandbox's measure of the whole run
 
     def _run_workspace(
         self, spec: RepoSpec, tree: Path, env: ResolvedEnv, solution: str
@@ -266,6 +268,13 @@ class RepoVerifier(Verifier):
             ws.close()
         limit = "wall" if res.ended == "wall" else res.ended
         return _result(res.stdout, job["nonce"], limit, res.exit_code, res.stderr)
+
+
+def _seconds(value: Any) -> float | None:
+    """A reported CPU time in seconds, or None when absent or not a number."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
 
 
 def _result(

@@ -32,13 +32,13 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tasksieve.schemas import CheckResult, SqlSpec, TaskRecord, Verdict, VerdictStatus
 from tasksieve.verifiers.families.base import Verifier
 from tasksieve.verifiers.families.sql.compare import Result, compare_results, decode_rows
 from tasksieve.verifiers.families.sql.worker_process import Worker, WorkerGone
-from tasksieve.verifiers.sandbox.base import Sandbox
+from tasksieve.verifiers.sandbox.base import Sandbox, sum_cpu
 from tasksieve.verifiers.sandbox.support import check_name
 
 
@@ -59,6 +59,7 @@ class _Outcome:
     stage: str = ""
     message: str = ""
     limit: str | None = None
+    cpu_s: float | None = None  # the worker's CPU time for this answer (None: unknown)
 
 
 class SqlVerifier(Verifier):
@@ -138,17 +139,20 @@ class SqlVerifier(Verifier):
         checks: list[CheckResult] = []
         status: VerdictStatus = "pass"
         detail, limit = "", None
+        cpu: list[float | None] = []
         for name, seed in plan:
             if status != "pass":
                 checks.append(CheckResult(name=name, passed=False, detail="not run"))
                 continue
             want = self._expected(spec, seed, slot)
+            cpu.append(want.cpu_s)
             if want.result is None:
                 why = f"reference failed on {name} ({want.kind}): {want.message}"
                 checks.append(CheckResult(name=name, passed=False, detail=why[:500]))
                 status, detail = "infra_error", why
                 continue
             got = self._run(slot, "cand", spec, solution, seed)
+            cpu.append(got.cpu_s)
             if got.result is None:
                 status, why = _error_status(got)
                 limit = got.limit
@@ -169,12 +173,13 @@ class SqlVerifier(Verifier):
             detail=detail[:1000],
             checks=checks,
             limit_hit=limit,
+            cpu_s=sum_cpu(cpu),
         )
 
     def _expected(self, spec: SqlSpec, seed: int, slot: _Slot) -> _Outcome:
         if seed == 0 and spec.expected_rows is not None:
             cols = list(spec.expected_columns) if spec.expected_columns is not None else None
-            return _Outcome(Result(cols, decode_rows(spec.expected_rows)))
+            return _Outcome(Result(cols, decode_rows(spec.expected_rows)), cpu_s=0.0)
         assert spec.reference_query is not None
         key = hashlib.sha256(
             json.dumps(
@@ -186,7 +191,7 @@ class SqlVerifier(Verifier):
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
-                return hit
+                return replace(hit, cpu_s=0.0)  # nothing ran for it now
         out = self._run(slot, "ref", spec, spec.reference_query, seed)
         if self.cache_size and (out.result is not None or out.kind in ("syntax", "runtime")):
             with self._lock:
@@ -220,14 +225,16 @@ class SqlVerifier(Verifier):
                 return _Outcome(kind="timeout", stage="query", message="wall clock", limit="wall")
             why = "the engine died while running the query"
             return _Outcome(kind="crash", stage="query", message=why, limit=e.limit or "memory")
+        cpu = worker.last_cpu_s
         if msg.get("ok") is True:
             rows = decode_rows(list(msg.get("rows") or []))
-            return _Outcome(Result([str(c) for c in msg.get("columns") or []], rows))
+            return _Outcome(Result([str(c) for c in msg.get("columns") or []], rows), cpu_s=cpu)
         kind, stage = str(msg.get("kind", "runtime")), str(msg.get("stage", "query"))
         if kind in ("timeout", "memory") or stage == "worker":
             self._drop(slot, role)
         limit = {"timeout": "wall", "memory": "memory"}.get(kind)
-        return _Outcome(kind=kind, stage=stage, message=str(msg.get("error", "")), limit=limit)
+        why = str(msg.get("error", ""))
+        return _Outcome(kind=kind, stage=stage, message=why, limit=limit, cpu_s=cpu)
 
     def _worker(self, slot: _Slot, role: str, memory_mb: int) -> Worker:
         w: Worker | None = getattr(slot, role)

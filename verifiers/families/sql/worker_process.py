@@ -93,6 +93,8 @@ class Worker:
         if not ready.get("ready"):
             self.close()
             raise RuntimeError(f"SQL worker sent {str(ready)[:200]} instead of ready")
+        self.cpu_s = float(ready.get("cpu_s", 0.0))
+        self.last_cpu_s: float | None = None  # the CPU seconds of the last answered request
 
     def _line(self, phase: str, deadline: float) -> dict[str, Any]:
         while True:
@@ -135,7 +137,8 @@ class Worker:
         msg = self._line("setup", time.monotonic() + budget)
         if msg.get("phase") == "query":
             msg = self._line("query", time.monotonic() + budget)
-        self.cpu_s = float(msg.get("cpu_s", 0.0))
+        before, self.cpu_s = self.cpu_s, float(msg.get("cpu_s", 0.0))
+        self.last_cpu_s = self.cpu_s - before if "cpu_s" in msg else None
         return msg
 
     def healthy(self) -> bool:

@@ -40,6 +40,7 @@ class Outcome:
     left: list[str] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
     error: str | None = None
+    cpu_s: float | None = None  # the container's CPU time during the run, as the server read it
 
     @classmethod
     def parse(cls, payload: bytes) -> Outcome:
@@ -52,11 +53,18 @@ class Outcome:
             strays=int(d.get("strays", 0)),
             left=[str(x) for x in d.get("left", [])],
             files={str(k): base64.b64decode(v) for k, v in d.get("files", {}).items()},
+            cpu_s=_seconds(d.get("cpu_s")),
         )
 
     def usable(self, strict: bool) -> bool:
         """Whether the run ended normally (``strict``: and left no stray processes)."""
         return self.error is None and not (strict and self.strays > 0)
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
 
 
 def settle(chan: Channel, timeout: float = _END_GRACE_S) -> bool:

@@ -61,6 +61,11 @@ class DockerProcess:
         self.limit_hit: str | None = None
         self._closed = False
 
+    @property
+    def cpu_s(self) -> float | None:
+        """The container's CPU seconds during the run, once it ended (None before, or unseen)."""
+        return self.popen.outcome.cpu_s if self.popen.outcome is not None else None
+
     def kill(self) -> None:
         """Kill every process of the execution (its container serves only this one)."""
         self.popen.kill()
@@ -186,6 +191,7 @@ class DockerSandbox(Sandbox):
             stdout_truncated=len(out) > cap,
             stderr_truncated=len(err) > cap,
             files=outcome.files,
+            cpu_s=outcome.cpu_s,
         )
 
     def spawn(

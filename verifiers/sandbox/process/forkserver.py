@@ -28,11 +28,11 @@ process (other uid, non-dumpable after setuid, /proc mounted ``hidepid=2``), can
 tests' 0700 directory, never holds the results pipe the host reads (its fds are exactly its
 stdin/stdout to the tests and its stderr), and the tests' data is read from the payload only
 after the candidate was forked, so it is not in the candidate's memory. A pair's verdict is
-returned once the tests process reported ``done`` and the kill was sent; the host does not
-wait for the namespace to empty (the tests process is its init and has exited or is being
-killed), but its uids return to the pool only after the server reports it empty. Warm scripts
-that define ``warm_main`` run from the namespace the server executed them in (a private
-copy-on-write copy per run, as with every other module).
+returned once the tests process reported ``done``, the kill was sent and the server reported
+the end with the run's CPU time (the code family waits up to 2 s for that, then goes on
+without it); its uids return to the pool only after the server reports the namespace empty.
+Warm scripts that define ``warm_main`` run from the namespace the server executed them in (a
+private copy-on-write copy per run, as with every other module).
 
 It does NOT guard against: kernel bugs reachable through allowed syscalls (a run that
 escapes its uid lands next to a root server with CAP_SYS_ADMIN in the host user namespace;
@@ -81,7 +81,8 @@ class ForkedProcess(subprocess.Popen[bytes]):
 
     ``returncode`` follows bwrap's convention (``128 + signal`` when the run died of a signal
     inside its namespace; ``-9`` when the server killed it). ``infra_error`` is set when the
-    server could not set the run up.
+    server could not set the run up. ``cpu_s`` is the CPU time of every process of the run's
+    namespace, as the server reaped it (None until the end is reported).
     """
 
     def __init__(self, args: list[str], stdin: int, stdout: int, stderr: int, status: socket.socket, uid: int) -> None:  # fmt: skip  # noqa: E501
@@ -93,6 +94,7 @@ class ForkedProcess(subprocess.Popen[bytes]):
         self.pid = _NO_PID
         self.returncode: Any = None
         self.infra_error: str | None = None
+        self.cpu_s: float | None = None  # the server's measure, with the end of the run
         self.text_mode = self.universal_newlines = False
         self.encoding = self.errors = None
         self._child_created = False
@@ -124,6 +126,7 @@ class ForkedProcess(subprocess.Popen[bytes]):
                         if "error" in msg:
                             self.infra_error = str(msg["error"])[:500]
                         if "rc" in msg:
+                            self.cpu_s = cpu_of(msg)
                             self._finish(int(msg["rc"]))
                 if not chunk and self.returncode is None:  # the server is gone
                     self.infra_error = self.infra_error or "fork server went away"
@@ -169,6 +172,14 @@ class ForkedProcess(subprocess.Popen[bytes]):
         if self.returncode is None:
             with contextlib.suppress(Exception):
                 self._status.close()
+
+
+def cpu_of(msg: dict[str, Any]) -> float | None:
+    """The ``cpu_s`` of a server's end-of-run message, None when absent or not a number."""
+    cpu = msg.get("cpu_s")
+    if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) and cpu >= 0:
+        return float(cpu)
+    return None
 
 
 class ForkServer:

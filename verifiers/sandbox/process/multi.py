@@ -7,6 +7,12 @@ whole task. The returned ``MultiProcess`` is a ``PairProcess`` (results and the 
 pipes, the status socket, kill/close with the same uid bookkeeping) with one stderr reader per
 sample. The host reads each sample's report from the results pipe; what the lines mean is the
 caller's business (the code family's ``pair.judge_multi``).
+
+``samples_cpu_s`` (once ``wait`` saw the end of a run that ended by itself: its tests process
+exited) is each sample's CPU seconds as init measured it: the processes of the sample's uid,
+reaped by init or by their parents, plus the tests process's CPU time between the end of the
+sample before and the end of this one (read from ``/proc`` by init); None for a sample init
+could not measure so, and for every sample of a run that was killed.
 """
 
 from __future__ import annotations
@@ -37,6 +43,16 @@ class MultiProcess(PairProcess):
         super().__init__(results, stderr, status, uids)
         self.sample_err: list[Reader] = [self.pump.add_reader(fd, 8192) for fd in errs]
         self._fds += errs
+        self.samples_cpu_s: list[float | None] = [None] * len(errs)
+
+    def _note(self, msg: dict[str, Any]) -> None:
+        """Init's ``samples_cpu_s``, sent when the run ends by itself (not when killed)."""
+        got = msg.get("samples_cpu_s")
+        if isinstance(got, list) and len(got) == len(self.samples_cpu_s):
+            self.samples_cpu_s = [
+                float(c) if isinstance(c, (int, float)) and not isinstance(c, bool) else None
+                for c in got
+            ]
 
 
 def _meta(files: dict[str, bytes | str]) -> tuple[list[list[Any]], bytes]:

@@ -12,6 +12,9 @@ the loopback interface, the ipc namespace, the /tmp tmpfs and its size limit, an
 mounted with ``hidepid=2`` (neither sees the other's processes). It does NOT guard against
 the candidate starving its tests of CPU or /tmp space (the wall limit ends both), nor the
 rest of what ``tasksieve.verifiers.sandbox.process.forkserver`` lists.
+
+``cpu_s`` (known once the server reported the end: ``wait``) is the CPU time of the candidate
+and the tests together, every process of the run, as the server measures it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tasksieve.verifiers.sandbox.pipes import Pump, Reader
-from tasksieve.verifiers.sandbox.process.forkserver import ForkServer
+from tasksieve.verifiers.sandbox.process.forkserver import ForkServer, cpu_of
 from tasksieve.verifiers.sandbox.process.uids import UIDS
 
 
@@ -42,6 +45,7 @@ class PairProcess:
         self._uids = uids
         self.returncode: int | None = None
         self.infra_error: str | None = None
+        self.cpu_s: float | None = None  # every process of the run, with the end (forkserver)
         self._buf = b""
 
     def kill(self) -> None:
@@ -67,12 +71,17 @@ class PairProcess:
                     msg = json.loads(line)
                     if "error" in msg:
                         self.infra_error = str(msg["error"])[:500]
+                    self._note(msg)
                     if "rc" in msg:
+                        self.cpu_s = cpu_of(msg)
                         self.returncode = int(msg["rc"])
             if not chunk and self.returncode is None:
                 self.infra_error = self.infra_error or "fork server went away"
                 self.returncode = -9
         return self.returncode
+
+    def _note(self, msg: dict[str, Any]) -> None:
+        """A status message from inside the run (none for a pair; see ``MultiProcess``)."""
 
     def close(self, linger: bool = False) -> None:
         """Kill what is left, release the pipes, wait (up to 30 s) until the namespace is empty.

@@ -1,8 +1,9 @@
 """A started run of the ``process`` sandbox, and the supervision of one ``run()`` call.
 
 ``supervise`` enforces the wall clock and the output caps from the host side and kills the
-whole run (with namespaces: the whole pid namespace) before it returns. It does NOT bound
-CPU or memory itself: the run's rlimits and namespaces do.
+whole run (with namespaces: the whole pid namespace) before it returns, and reports the CPU
+time the run's processes used (``SandboxProcess.cpu_s``). It does NOT bound CPU or memory
+itself: the run's rlimits and namespaces do.
 """
 
 from __future__ import annotations
@@ -62,6 +63,20 @@ class SandboxProcess:
     _fds: list[int] = field(default_factory=list)
     _inits: list[int] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def cpu_s(self) -> float | None:
+        """CPU seconds of every process of the run, once it ended; None where not measured.
+
+        A fork-server run: the server's measure (``ForkedProcess.cpu_s``). A run started here
+        through a launcher (bwrap, unshare) is None: bubblewrap reports its init's exit over
+        an event fd and exits without reaping it, so the init's time (and that of every
+        process it reaped) goes to the host's reaper, not to anything this process can read;
+        weak mode (no pid namespace) lets processes escape the run altogether.
+        """
+        if isinstance(self.popen, ForkedProcess):
+            return self.popen.cpu_s
+        return None
 
     def kill(self) -> None:
         """Kill the whole sandbox (``close`` then waits until its pid namespace is empty).
@@ -198,4 +213,5 @@ def supervise(
         stderr_truncated=err.overflow,
         infra_error=getattr(p, "infra_error", None) or infra_error(code, stderr, method),
         files=files,
+        cpu_s=proc.cpu_s,
     )

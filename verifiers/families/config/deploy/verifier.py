@@ -48,6 +48,7 @@ from tasksieve.verifiers.families.config.deploy.guest import harness as deploy_h
 from tasksieve.verifiers.families.config.deploy.judge import judge
 from tasksieve.verifiers.families.probes import ProbeInfraError
 from tasksieve.verifiers.sandbox.base import Limits, Sandbox
+from tasksieve.verifiers.sandbox.cpu import charge, metering
 from tasksieve.verifiers.sandbox.guest import bundle
 
 HARNESS_SOURCE = bundle(deploy_harness.__file__)
@@ -118,11 +119,13 @@ class DeployVerifier:
         if not isinstance(spec, ConfigSpec) or spec.schema_kind not in BINARIES:
             return Verdict(status="infra_error", detail="not a trial-deployed config task")
         t0 = time.monotonic()
-        try:
-            verdict = self._trial(spec, solution)
-        except Exception as e:  # a broken sandbox or harness is never the candidate's fault
-            verdict = Verdict(status="infra_error", detail=f"deploy verifier: {e!r}"[:500])
+        with metering() as meter:
+            try:
+                verdict = self._trial(spec, solution)
+            except Exception as e:  # a broken sandbox or harness is never the candidate's fault
+                verdict = Verdict(status="infra_error", detail=f"deploy verifier: {e!r}"[:500])
         verdict.duration_s = time.monotonic() - t0
+        verdict.cpu_s = meter.total()
         return verdict
 
     def report(self, spec: ConfigSpec, solution: str) -> dict[str, Any] | None:
@@ -166,6 +169,7 @@ class DeployVerifier:
         stdin = f"{nonce}\n{json.dumps(cfg)}\n".encode()
         cmd = [self.sandbox.python, "-I", "-S", "deploy_harness.py"]
         ex = self.sandbox.run(files, cmd, limits, stdin=stdin)
+        charge(ex.cpu_s)
         if ex.infra_error:
             return Verdict(status="infra_error", tests_total=total, detail=ex.infra_error[:500])
         report = _result(ex.stdout, nonce)

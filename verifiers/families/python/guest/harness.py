@@ -18,7 +18,8 @@ test sees /dev/null and stderr instead):
   answered with one reply line per request, in order; tests -> parent
   (fd 3) the candidate's ``loaded`` line (``{"op": "loaded", "error"}``, or ``"broken": true``
   when it broke the protocol), results, ``{"op": "cand_exit", "signal", "code"}`` (nulls if
-  it still runs), then ``done``.
+  it still runs), then ``done``; the pair's tests process then closes the candidate's pipes
+  and reaps it and what it left, so the run's init counts their CPU time (``_outlive``).
 Values cross in a tagged JSON codec (``codec``: tuples, sets, dicts with any keys, bytes,
 complex, nan), so only plain built-in values ever reach the test process. The codec, the test
 planning (``planning``) and the wire (``wire``) are guest modules of their own, inlined here by
@@ -282,6 +283,20 @@ def run_pair_tests() -> None:
             time.sleep(0.005)
     out.send({"op": "cand_exit", "signal": sig, "code": code})
     out.send({"op": "done"})
+    _outlive(link.wire)
+
+
+def _outlive(wire: Wire) -> None:
+    """Stay until the candidate and every process it left behind have ended (the end of its
+    requests ends a served candidate), or the host ends the run: this process is the run's
+    init, and the kernel drops the CPU time of the processes an exiting init takes with it,
+    so each is reaped here first (or is still alive when the host's kill is measured)."""
+    for fd in (wire.rfd, wire.wfd):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    with contextlib.suppress(ChildProcessError):
+        while True:  # the candidate, then its orphans (this init inherits them)
+            os.waitpid(-1, 0)
 
 
 def run_multi_tests() -> None:

@@ -373,7 +373,9 @@ def main() -> None:
         out.write(json.dumps(obj) + "\n")
         out.flush()
 
-    emit({"ready": True, "version": str(getattr(duck, "__version__", "?"))})
+    use = resource.getrusage(resource.RUSAGE_SELF)  # the start is no request's work
+    version = str(getattr(duck, "__version__", "?"))
+    emit({"ready": True, "version": version, "cpu_s": use.ru_utime + use.ru_stime})
     cache = DatabaseCache()
     for line in sys.stdin:
         try:

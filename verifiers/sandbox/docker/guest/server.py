@@ -10,8 +10,8 @@ detach keys, which are control bytes that never occur in ASCII JSON):
 ``{"op": "stdin", "data": base64}``, ``{"op": "eof"}`` and ``{"op": "kill"}``.
 Server -> host: frames of a type byte, a 4-byte big-endian length and the payload: ``h``
 (hello done), ``o``/``e`` (the run's stdout/stderr), ``x`` (end of run: exit status,
-collected files; JSON), then ``c`` (cleanup report, JSON) and ``!`` (a bad line, JSON; the
-line is skipped). The run's own stdio are pipes this server reads, so
+collected files, ``cpu_s``; JSON), then ``c`` (cleanup report, JSON) and ``!`` (a bad line,
+JSON; the line is skipped). The run's own stdio are pipes this server reads, so
 nothing a run prints can forge a frame.
 
 Processes: after the hello the server warms up with the shared warm-run runtime
@@ -28,7 +28,10 @@ of its uid (PID 1 and the zygote excepted; found by the real uid in ``/proc/N/st
 turning non-dumpable hides nothing), drains the pipes, reads the ``collect`` files (regular,
 no links, capped) and sends ``x`` (exit status, stray count, files); then it empties the run
 dir and sends ``c`` listing what was left: files outside the run dir, IPC objects, or a dead
-or stopped zygote; the host recycles such containers. Input files are written root-owned by
+or stopped zygote; the host recycles such containers. ``cpu_s`` is what the container's cgroup
+used from the request to the report (the job, everything it started, and this server's and
+the zygote's work for the run: relaying its output, forking it), null where the cgroup's CPU
+counter is not visible in the container. Input files are written root-owned by
 ``docker_writer``, not here.
 
 It does NOT guard against: a run signalling or renicing the zygote (the host recycles the
@@ -63,6 +66,28 @@ from tasksieve.verifiers.sandbox.guest.warmrun import WarmScripts, run_warm, war
 
 FRAME = struct.Struct(">cI")
 MAX_LINE = 1 << 24
+_CPU_FILES = (  # the container's own cgroup, as its cgroup namespace shows it: (file, unit)
+    ("/sys/fs/cgroup/cpu.stat", 1e-6),  # cgroup v2: usage_usec
+    ("/sys/fs/cgroup/cpuacct/cpuacct.usage", 1e-9),  # cgroup v1: nanoseconds
+    ("/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage", 1e-9),
+)
+
+
+def container_cpu() -> float | None:
+    """CPU seconds the container's cgroup has used so far (every process in it), or None."""
+    for path, unit in _CPU_FILES:
+        try:
+            with open(path) as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 1 and parts[0].isdigit():
+                return int(parts[0]) * unit
+            if len(parts) == 2 and parts[0] == "usage_usec" and parts[1].isdigit():
+                return int(parts[1]) * unit
+    return None
 
 
 def send(kind: bytes, payload: bytes) -> None:
@@ -99,6 +124,7 @@ class Run:
         self.stdin_fd = -1
         self.pending = bytearray()
         self.eof = False
+        self.cpu0 = container_cpu()
 
 
 class Server:
@@ -308,7 +334,10 @@ class Server:
         else:
             code = os.WEXITSTATUS(st)
         self.run = None
-        report = {"code": code, "killed": run.killed, "limit": run.limit, "strays": strays}
+        cpu = container_cpu()
+        cpu_s = None if cpu is None or run.cpu0 is None else round(max(0.0, cpu - run.cpu0), 6)
+        report: dict[str, Any] = {"code": code, "killed": run.killed, "limit": run.limit}
+        report.update(strays=strays, cpu_s=cpu_s)
         send_json(b"x", {**report, "files": files})
         send_json(b"c", {"left": self._clean(run.cwd)[:10]})
 

@@ -10,8 +10,9 @@ pipe or -1, payload memfd) it forks:
 - ``init`` (pid 1 of a new pid namespace; new mount, net, ipc and uts namespaces): mounts a
   size-limited tmpfs on /tmp (also bound on /dev/shm) and a fresh /proc, brings loopback up,
   writes the input files root-owned and read-only into the sticky /tmp, forks the job, reaps
-  every orphan, reads the collect files back without following links once the job exited, and
-  exits with the job's status (``128 + signal`` when it was killed);
+  every orphan, once the job exited kills and reaps what is left (so its CPU time is counted),
+  reads the collect files back without following links, and exits with the job's status
+  (``128 + signal`` when it was killed);
 - ``job`` (pid 2): new session, rlimits, no supplementary groups, its own unprivileged uid,
   no_new_privs, the seccomp filter; then the shared warm-run runtime
   (``tasksieve.verifiers.sandbox.guest.warmrun``, inlined here) gives it its environment and
@@ -35,7 +36,11 @@ imports what it needs itself, as a fresh interpreter would).
 
 The server watches each ``init`` with a pidfd and its status socket: a byte or EOF from the
 host kills ``init`` (and with it the whole pid namespace); when ``init`` is reaped the
-namespace is empty and the server writes ``{"rc": code}`` and closes the socket. EOF on the
+namespace is empty and the server writes ``{"rc": code, "cpu_s": seconds}`` and closes the
+socket. ``cpu_s`` is ``wait4``'s user plus system time of ``init`` (its own and that of every
+process reaped in its tree) plus, for a run killed on request, what its live processes had
+used when the kill was sent (``cputime``: the kernel drops the time of the members an exiting
+``init`` takes with it). EOF on the
 control socket (the host went away) makes the server SIGKILL every run's ``init`` (after
 the kill requests of the same poll round) and exit. Each ``init`` also has a parent-death
 signal, so a server that dies any other way takes its runs with it.
@@ -65,6 +70,7 @@ from tasksieve.verifiers.sandbox.guest.warmrun import (
     set_rlimits,
     warm_up,
 )
+from tasksieve.verifiers.sandbox.process.guest.cputime import live_cpu
 from tasksieve.verifiers.sandbox.process.guest.multi import multi_init
 from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _RLIMITS,
@@ -256,6 +262,7 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
     poller.register(ctl.fileno(), select.POLLIN)
     pidfds: dict[int, tuple[int, int]] = {}  # pidfd -> (pid, status socket)
     socks: dict[int, int] = {}  # status socket -> pidfd
+    killed: dict[int, float | None] = {}  # pidfd -> CPU seconds its live processes had at the kill
     later = list(cfg.get("preimport", []))  # imported after ready: see _preimport
     busy = 0
     ctl.send(b"ready")
@@ -271,15 +278,19 @@ def serve(ctl: socket.socket, cfg: dict[str, Any], warm: WarmScripts) -> dict[st
         # ones closed above may be reused), so it comes last; EOF on ``ctl`` comes after
         # the kills of the same round were sent.
         for fd in sorted(ready & socks.keys()):  # the host asks for a kill (a byte or EOF)
+            pidfd = socks.pop(fd)
+            killed[pidfd] = live_cpu(pidfds[pidfd][0])  # what the teardown will not count
             with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(socks.pop(fd), signal.SIGKILL)
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             poller.unregister(fd)
         for fd in sorted(ready & pidfds.keys()):  # init exited: its pid namespace is gone
             pid, sock = pidfds.pop(fd)
-            _, st = os.waitpid(pid, 0)
+            _, st, usage = os.wait4(pid, 0)  # init with every process it reaped: the run's CPU
             rc = os.WEXITSTATUS(st) if os.WIFEXITED(st) else -os.WTERMSIG(st)
+            extra = killed.pop(fd, 0.0)  # None: the kill's reading failed, so no measure
+            cpu = None if extra is None else round(usage.ru_utime + usage.ru_stime + extra, 6)
             with contextlib.suppress(OSError):
-                os.write(sock, (json.dumps({"rc": rc}) + "\n").encode())
+                os.write(sock, (json.dumps({"rc": rc, "cpu_s": cpu}) + "\n").encode())
             if socks.pop(sock, None) is not None:
                 poller.unregister(sock)
             poller.unregister(fd)

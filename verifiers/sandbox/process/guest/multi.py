@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tasksieve.verifiers.sandbox.process.guest.cputime import stat_cpu
 from tasksieve.verifiers.sandbox.process.guest.nsutil import _keep_only, _write_all
 
 _BROKEN_GRACE_S = 1.0  # a candidate that broke its pipe gets this long to be reaped alone
@@ -175,18 +176,19 @@ def multi_init(
         return become(job, mine, cfg)
     os.close(to_init[1])
     os.close(to_tests[0])
-    for f in (results, terr, status):
+    for f in (results, terr):
         os.close(f)
     for a, b in links:
         os.close(b[0])
         os.close(a[1])
+    tests_end = (tests_pid, status, int(tests["uid"]))
     return _supervise(
-        tests_pid, to_init[0], to_tests[1], cands, links, errs, payload, starts, cfg, become
+        tests_end, to_init[0], to_tests[1], cands, links, errs, payload, starts, cfg, become
     )
 
 
 def _supervise(
-    tests_pid: int,
+    tests: tuple[int, int, int],
     ctl_in: int,
     ctl_out: int,
     cands: list[dict[str, Any]],
@@ -199,8 +201,13 @@ def _supervise(
 ) -> dict[str, Any]:
     """Init's loop: start each sample once the one before ended, time it, end it when the
     tests process says so (answering only when the candidate broke its pipe: only then does
-    the way it ended matter to the verdict)."""
+    the way it ended matter to the verdict); before exiting, report each sample's CPU time on
+    the status socket (``tests``: its pid, that socket, its uid)."""
+    tests_pid, status, tests_uid = tests
     ended: dict[int, int] = {}  # pid -> wait status, for pids init reaped early
+    cpu: dict[int, float] = {}  # uid -> CPU seconds of its processes init has reaped
+    shares: list[float | None] = []  # each sample's part of the tests process's CPU time
+    tests_cpu: float | None = 0.0
     running: dict[str, Any] | None = None  # i, pid, deadline, wall
     buf = b""
     upcoming = 0
@@ -218,17 +225,14 @@ def _supervise(
         timed = running is not None and not running["wall"]
         left = max(0.0, running["deadline"] - time.monotonic()) if timed and running else None
         ready = select.select([ctl_in], [], [], left)[0]
-        ended.update(_reap_all())
-        if tests_pid in ended:
-            break
+        ended.update(_reap_all(cpu))
+        gone = tests_pid in ended  # what it wrote before it exited is still read below
         if running is not None and not running["wall"] and time.monotonic() >= running["deadline"]:
             _kill_uid(int(cands[running["i"]]["uid"]))  # the tests see EOF and say "end"
             running["wall"] = True
-        if not ready:
+        if not ready and not gone:
             continue
-        chunk = os.read(ctl_in, 4096)
-        if not chunk:
-            break
+        chunk = _read_now(ctl_in) if gone else os.read(ctl_in, 4096)
         buf += chunk
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
@@ -239,11 +243,19 @@ def _supervise(
             if not isinstance(msg, dict):
                 continue
             if "end" in msg and running is not None and int(msg["end"]) == running["i"]:
+                # the tests process's CPU so far: from /proc while it runs, wait4's once reaped
+                now = cpu.get(tests_uid, 0.0) if tests_pid in ended else stat_cpu(tests_pid)
+                share = None if now is None or tests_cpu is None else now - tests_cpu
+                shares.append(share)
+                tests_cpu = now
                 broken = bool(msg.get("broken"))
-                rep = _end(running, cands, ended, broken)
+                rep = _end(running, cands, (ended, cpu), broken)
                 if broken:
-                    os.write(ctl_out, (json.dumps(rep) + "\n").encode())
+                    with contextlib.suppress(OSError):  # the tests process may be gone
+                        os.write(ctl_out, (json.dumps(rep) + "\n").encode())
                 running = None
+        if gone or not chunk:
+            break
     if running is not None:  # the tests process is gone: no sample outlives it
         _kill_uid(int(cands[running["i"]]["uid"]))
     with contextlib.suppress(OSError):
@@ -251,40 +263,85 @@ def _supervise(
     st = ended.get(tests_pid)
     while st is None:
         try:
-            got, s = os.waitpid(-1, 0)
+            got = _reap_one(cpu, True)
         except ChildProcessError:
             os._exit(1)
-        except InterruptedError:
-            continue
-        if got == tests_pid:
-            st = s
+        if got is not None and got[0] == tests_pid:
+            st = got[1]
+    _reap_all(cpu)  # what the last kills left: every sample's processes are zombies by now
+    _report_cpu(status, cands, cpu, shares)
     os._exit(os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
 
 
-def _reap_all() -> dict[int, int]:
+def _report_cpu(
+    status: int, cands: list[dict[str, Any]], cpu: dict[int, float], shares: list[float | None]
+) -> None:
+    """Tell the host each sample's CPU seconds: its uid's processes plus its share of the tests
+    process (None for a sample whose share could not be read or that never ended)."""
+    out: list[float | None] = []
+    for i, c in enumerate(cands):
+        share = shares[i] if i < len(shares) else None
+        out.append(None if share is None else round(cpu.get(int(c["uid"]), 0.0) + share, 6))
+    with contextlib.suppress(OSError):
+        os.write(status, (json.dumps({"samples_cpu_s": out}) + "\n").encode())
+    os.close(status)
+
+
+def _read_now(fd: int) -> bytes:
+    """What ``fd`` holds now, without waiting (the tests process has exited; a child it left
+    may still hold the pipe open, so EOF may never come)."""
+    out = b""
+    while len(out) < 1 << 20 and select.select([fd], [], [], 0)[0]:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+def _reap_one(cpu: dict[int, float], block: bool) -> tuple[int, int] | None:
+    """Reap one ended child (waiting for one with ``block``) and add its CPU time, with that
+    of the children it reaped, to its real uid's: (pid, wait status), or None when none has
+    ended. ``waitid`` with ``WNOWAIT`` names the child and its uid, ``wait4`` then reaps it."""
+    flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, flags)
+            if info is None:
+                return None
+            pid, st, use = os.wait4(info.si_pid, 0)
+        except InterruptedError:
+            continue
+        cpu[info.si_uid] = cpu.get(info.si_uid, 0.0) + use.ru_utime + use.ru_stime
+        return pid, st
+
+
+def _reap_all(cpu: dict[int, float]) -> dict[int, int]:
     got: dict[int, int] = {}
     while True:
         try:
-            pid, st = os.waitpid(-1, os.WNOHANG)
+            one = _reap_one(cpu, False)
         except ChildProcessError:
             return got
-        except InterruptedError:
-            continue
-        if pid == 0:
+        if one is None:
             return got
-        got[pid] = st
+        got[one[0]] = one[1]
 
 
 def _end(
-    run: dict[str, Any], cands: list[dict[str, Any]], ended: dict[int, int], broken: bool
+    run: dict[str, Any],
+    cands: list[dict[str, Any]],
+    reaped: tuple[dict[int, int], dict[int, float]],
+    broken: bool,
 ) -> dict[str, Any]:
     """End sample ``run``: let a broken candidate be reaped alone, kill its uid, clean up."""
     pid, uid = run["pid"], int(cands[run["i"]]["uid"])
+    ended, cpu = reaped
     st = ended.pop(pid, None)
     if st is None and broken and not run["wall"]:
         until = time.monotonic() + _BROKEN_GRACE_S
         while st is None and time.monotonic() < until:
-            ended.update(_reap_all())
+            ended.update(_reap_all(cpu))
             st = ended.pop(pid, None)
             if st is None:
                 time.sleep(0.005)
@@ -292,7 +349,8 @@ def _end(
     _kill_uid(uid)
     while st is None:
         try:
-            _, s = os.waitpid(pid, 0)
+            _, s, use = os.wait4(pid, 0)
+            cpu[uid] = cpu.get(uid, 0.0) + use.ru_utime + use.ru_stime
         except InterruptedError:
             continue
         except ChildProcessError:
