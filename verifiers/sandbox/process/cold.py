@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.sandbox.process.bwrap import bwrap_argv
 from tasksieve.verifiers.sandbox.process.launchers import COLLECTOR, RLIMIT_LAUNCHER
+from tasksieve.verifiers.sandbox.process.lifeline import guard_prefix
 from tasksieve.verifiers.sandbox.process.reap import init_from_info
 from tasksieve.verifiers.sandbox.process.runs import PATH, WORKDIR, SandboxProcess
 from tasksieve.verifiers.sandbox.process.tools import HostTools
@@ -94,11 +95,13 @@ def _argv(
     """
     files, command, limits, collect = job
     if setup.method == "bwrap":
-        inner = limit_prefix(setup, limits, uid) + list(command)
+        guard = guard_prefix(keep)  # a host that died while the run started: see lifeline
+        inner = guard + limit_prefix(setup, limits, uid) + list(command)
         if collect:
             ends["collect"], collect_w = os.pipe()
             keep.append(collect_w)
             inner = [
+                *guard,
                 *limit_prefix(setup, limits, uid),
                 setup.python, "-I", "-S", "-c", COLLECTOR, str(collect_w),
                 json.dumps(list(collect)), str(limits.max_file_bytes), "--", *command,

@@ -6,7 +6,11 @@
 fresh /proc and a size-limited scratch tmpfs as cwd and /tmp, then runs the command as an
 unprivileged uid with rlimits, no_new_privs and the seccomp filter. The parent-death signals
 chain the run to the host thread that started it: the host dies, so does ``unshare``, so does
-the namespace's init, so does every process in it.
+the namespace's init, so does every process in it. Each signal is set by the child after its
+fork, so a host killed in that moment leaves the chain broken (the run, reparented, goes on);
+the guest therefore also holds the read end of this host process's lifeline pipe
+(``process.lifeline``), whose only write end the host holds, and exits, taking the namespace
+with it, when it reads EOF: the host is gone, however it went.
 
 It does NOT guard against what bubblewrap does not either (see the sandbox module); it
 needs ``setpriv`` next to ``unshare`` (both util-linux) and, unprivileged, user namespaces
@@ -21,6 +25,7 @@ from typing import Any
 
 from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.sandbox.process.launchers import MOUNTNS
+from tasksieve.verifiers.sandbox.process.lifeline import lifeline
 from tasksieve.verifiers.sandbox.process.runs import warm_job
 
 
@@ -52,7 +57,9 @@ def unshare_argv(
         "cap": limits.max_file_bytes,
         "collect_fd": collect[1],
         "seccomp": seccomp.hex() if seccomp else "",
+        "lifeline": lifeline(),
     }
+    keep.append(cfg["lifeline"])
     fd = os.memfd_create("sandbox-unshare")
     keep.append(fd)
     with open(fd, "wb", closefd=False) as fh:

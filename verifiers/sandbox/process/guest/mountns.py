@@ -18,6 +18,9 @@ uid (root: the per-run uid; unprivileged: uid 1000 of a nested user namespace, s
 capabilities survive its execve), no_new_privs and the seccomp filter. This process reaps
 orphans, streams the collect files to ``collect_fd`` and exits with the command's status
 (``128 + signal`` if it was killed). Setup failures print ``sandbox-setup: ...`` and exit 125.
+``lifeline`` (optional) is the read end of a pipe whose write end only the host holds: a
+thread waits on it and exits (137) at EOF, so a run outlives no host, even one killed before
+the parent-death signals were in place.
 
 It does NOT hide world-readable files inside the bound system dirs, and it does not bound
 CPU or memory summed over processes (see the sandbox module).
@@ -28,10 +31,25 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 
 from tasksieve.verifiers.sandbox.guest.pyrun import exec_command
 from tasksieve.verifiers.sandbox.process.guest.nsutil import _keep_only, reap_then_exit
 from tasksieve.verifiers.sandbox.process.guest.rootfs import _drop, build_root
+
+
+def _watch(fd: int) -> None:
+    """Exit (this init's namespace dies with it) once ``fd``, the host's lifeline, is at EOF."""
+
+    def wait() -> None:
+        try:
+            while os.read(fd, 4096):
+                pass
+        except OSError:
+            pass
+        os._exit(137)
+
+    threading.Thread(target=wait, daemon=True).start()
 
 
 def main() -> None:
@@ -42,8 +60,9 @@ def main() -> None:
     head, _, body = data.partition(b"\n")
     cfg = json.loads(head)
     collect = int(cfg["collect_fd"])
+    life = int(cfg.get("lifeline", -1))
     try:
-        _keep_only({collect} if collect >= 0 else set())
+        _keep_only({fd for fd in (collect, life) if fd >= 0})
         build_root(cfg, body)
         del body, data
     except (OSError, ValueError) as e:
@@ -52,14 +71,17 @@ def main() -> None:
     pid = os.fork()
     if pid == 0:
         try:
-            if collect >= 0:
-                os.close(collect)
+            for fd in (collect, life):
+                if fd >= 0:
+                    os.close(fd)
             os.chdir("/tmp")
             _drop(cfg)
             exec_command(cfg["argv"], cfg["env"])
         except OSError as e:
             os.write(2, f"sandbox: cannot run {cfg['argv'][:1]!r}: {e}\n".encode())
             os._exit(127)
+    if life >= 0:
+        _watch(life)
     for i in (0, 1, 2):
         os.close(i)
     reap_then_exit(pid, collect, cfg)
