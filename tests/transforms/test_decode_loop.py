@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from tasksieve.transforms.samplers.config import SampleRequest, SamplerConfig
+from tasksieve.transforms.samplers.config import SamplerConfig, SampleRequest
 from tasksieve.transforms.samplers.hf import TransformersModelHandler
 
 HAVE_TORCH = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
