@@ -17,6 +17,7 @@ BASE = ["--input=examples/tasks/sql.jsonl", "--output=out"]
 # Curate flags with a dash in their name, and a value each (None: a switch).
 DASHED: list[tuple[str, str | None]] = [
     ("--max-new-tokens", "7"),
+    ("--batch-size", "3"),
     ("--no-humaneval", None),
     ("--sandbox-workers", "3"),
     ("--allow-weak-isolation", None),

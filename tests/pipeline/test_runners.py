@@ -29,7 +29,7 @@ PICKED = {  # kept, filtered, and rejected by validate, decontamination and gate
     "sql.jsonl": ("sql.revenue_per_customer",),
     "problems.jsonl": ("code.missing_prompt", "code.malformed_json", "code.close_pair"),
 }
-VOLATILE = {"run_id", "duration_s", "latency_s", "runtime_ratio"}
+VOLATILE = {"run_id", "duration_s", "latency_s", "runtime_ratio", "cpu_s"}
 MULTI_PROCESS = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
 
 pytestmark = pytest.mark.slow

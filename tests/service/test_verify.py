@@ -67,8 +67,9 @@ def local() -> Iterator[VerifierCache]:
 
 
 def comparable(verdict: dict[str, Any]) -> dict[str, Any]:
-    """The verdict without its timing (the only field that differs between two runs)."""
-    return {k: v for k, v in verdict.items() if k not in ("duration_s", "task_id")}
+    """The verdict without its costs (wall and CPU time: the only fields that differ between
+    two runs)."""
+    return {k: v for k, v in verdict.items() if k not in ("duration_s", "cpu_s", "task_id")}
 
 
 @pytest.mark.parametrize("name,record,solution", CASES)

@@ -69,7 +69,7 @@ def test_request_passes_sampling_parameters_through() -> None:
 
 def test_handler_loads_without_contacting_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("openai")
-    handler = make_model_handler(SamplerConfig(**SERVER, max_concurrency=3))
+    handler = make_model_handler(SamplerConfig(**SERVER, max_concurrency=3, batch_size=4))
     conn = handler.load_model()  # port 1: nothing listens; load must not send a request
     try:
         assert handler.batch_elements_kwargs()["max_batch_size"] == 4
