@@ -13,7 +13,8 @@ each round:
 
 Prompts are the ones the pipeline sends: the chat template over the family's instruction and
 the task's prompt, repository tasks with the file listing of their snapshot (what the gates
-add). Every round checks that all setups drew the same completions (exit status 1 if not) and
+add). Every round counts the completions a setup drew unlike the first setup's (float rounding
+of another batch shape can flip a near tie; more than one in twenty is exit status 1) and
 prints wall time, process CPU, tokens and completions per CPU-second; ratios are to
 ``generate/4``.
 
@@ -102,7 +103,7 @@ def main() -> int:
     model = TransformersModelHandler(SamplerConfig()).load_model()
     print(f"{len(reqs)} tasks x {args.samples} samples, up to {args.max_new_tokens} tokens")
     runs: dict[str, list[Run]] = {s: [] for s in setups}
-    same = True
+    differ = 0
     for r in range(args.rounds):
         for setup in rotated(setups, r):
             run = draw(setup, reqs, model, args)
@@ -115,8 +116,8 @@ def main() -> int:
         first = runs[setups[0]][-1].texts
         for setup in setups[1:]:
             diff = sum(a != b for a, b in zip(first, runs[setup][-1].texts, strict=True))
+            differ = max(differ, diff)
             if diff:
-                same = False
                 print(f"round {r + 1}: {setup} drew {diff} completions unlike {setups[0]}")
     base = median([x.cpu for x in runs[setups[0]]])
     base_wall = median([x.wall for x in runs[setups[0]]])
@@ -131,10 +132,10 @@ def main() -> int:
             f"{setup:>10} | {wall:6.1f} | {cpu:5.1f} | {n / cpu:17.2f} | "
             f"{base / cpu:8.2f}x | {base_wall / wall:9.2f}x"
         )
-    print("same completions in every setup and round" if same else "COMPLETIONS DIFFER")
+    print(f"completions unlike {setups[0]}'s: at most {differ} of {n} in a round")
     if args.json:
-        Path(args.json).write_text(json.dumps({"setups": figures, "same": same}, indent=2))
-    return 0 if same else 1
+        Path(args.json).write_text(json.dumps({"setups": figures, "differ": differ}, indent=2))
+    return 0 if differ * 20 <= n else 1
 
 
 if __name__ == "__main__":
