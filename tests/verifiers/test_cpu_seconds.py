@@ -108,17 +108,20 @@ def test_pair_runs_put_the_candidate_and_tests_cpu_on_the_verdict(
     assert v.cpu_s is not None and v.cpu_s < 0.5 * v.duration_s
 
 
+# a child that spins for SPIN_S after the program's own work is done, then sleeps
+CHILD_SPINS_ON = (
+    "import os, time\n"
+    "r, w = os.pipe()\n"
+    "if os.fork() == 0:\n"
+    f"    t = time.process_time()\n    while time.process_time() - t < {SPIN_S}:\n"
+    "        pass\n    os.write(w, b'x')\n    time.sleep(60)\n"
+    "os.read(r, 1)\n"
+)
+
+
 def test_a_pair_counts_what_the_candidate_left_running(verifier: PythonVerifier) -> None:
     """A child that outlives the candidate (this init inherits it) is still counted."""
-    solution = (
-        "import os, time\n"
-        "r, w = os.pipe()\n"
-        "if os.fork() == 0:\n"
-        f"    t = time.process_time()\n    while time.process_time() - t < {SPIN_S}:\n"
-        "        pass\n    os.write(w, b'x')\n    time.sleep(60)\n"
-        "os.read(r, 1)\n"
-        "def f(x):\n    return x\n"
-    )
+    solution = CHILD_SPINS_ON + "def f(x):\n    return x\n"
     task, _ = _code_task("pass")
     v = verifier.verify(task, solution)
     assert v.status == "pass" and v.cpu_s is not None and v.cpu_s >= 0.2
@@ -189,13 +192,6 @@ def test_a_verification_sums_its_runs_and_is_unmeasured_if_one_is() -> None:
 def test_a_one_shot_run_counts_what_outlived_its_command(sandbox: ProcessSandbox) -> None:
     """The command exits while a child it started still spins; init ends and reaps the child
     before it exits itself, so the child's time is counted."""
-    code = (
-        "import os, time\n"
-        "r, w = os.pipe()\n"
-        "if os.fork() == 0:\n"
-        f"    t = time.process_time()\n    while time.process_time() - t < {SPIN_S}:\n"
-        "        pass\n    os.write(w, b'x')\n    time.sleep(60)\n"
-        "os.read(r, 1)\n"
-    )
+    code = CHILD_SPINS_ON
     cpu, _ = _run(sandbox, code)
     assert cpu is not None and cpu >= 0.2

@@ -119,7 +119,9 @@ def _growing_layer() -> type:
     return GrowingLayer
 
 
-def _prefill(model: Any, prompts: Sequence[list[int]], room: int) -> tuple[Any, Any, Any]:
+def _prefill(
+    model: Any, prompts: Sequence[list[int]], room: int, name: str
+) -> tuple[Any, Any, Any]:
     """Each prompt run once on its own; their caches side by side, left-padded to the longest.
 
     Returns (cache, attention mask, last-position logits), one row per prompt.
@@ -129,7 +131,6 @@ def _prefill(model: Any, prompts: Sequence[list[int]], room: int) -> tuple[Any, 
     from transformers.cache_utils import Cache
 
     longest = max(len(p) for p in prompts)
-    name = cache_kwarg(model)
     kv: list[list[tuple[Any, Any]]] = []  # per prompt, per layer: (keys, values)
     logits = []
     for ids in prompts:
@@ -178,7 +179,7 @@ def decode(
     import torch
 
     name = cache_kwarg(model)
-    cache, mask, logits = _prefill(model, prompts, max_new_tokens)
+    cache, mask, logits = _prefill(model, prompts, max_new_tokens, name)
     cache.batch_repeat_interleave(k)
     mask = mask.repeat_interleave(k, dim=0)
     logits = logits.repeat_interleave(k, dim=0)

@@ -22,6 +22,7 @@ so no other process keeps a dead host's lifeline open. It does NOT cover a syste
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import threading
@@ -60,11 +61,18 @@ def _drop() -> None:
 os.register_at_fork(after_in_child=_drop)
 
 
+@functools.cache
+def _guard_shell() -> str | None:
+    """``sh``'s path where both it and ``dd`` are on the sandbox's PATH (looked up once)."""
+    sh, dd = shutil.which("sh", path=PATH), shutil.which("dd", path=PATH)
+    return sh if dd is not None else None
+
+
 def guard_prefix(keep: list[int]) -> list[str]:
     """The argv prefix that checks the lifeline inside a bubblewrap run, then execs the rest;
     its descriptor is appended to ``keep``. Empty where ``sh`` or ``dd`` is missing."""
-    sh, dd = shutil.which("sh", path=PATH), shutil.which("dd", path=PATH)
-    if sh is None or dd is None:
+    sh = _guard_shell()
+    if sh is None:
         return []
     fd = lifeline()
     keep.append(fd)

@@ -19,7 +19,7 @@ test sees /dev/null and stderr instead):
   (fd 3) the candidate's ``loaded`` line (``{"op": "loaded", "error"}``, or ``"broken": true``
   when it broke the protocol), results, ``{"op": "cand_exit", "signal", "code"}`` (nulls if
   it still runs), then ``done``; the pair's tests process then closes the candidate's pipes
-  and reaps it and what it left, so the run's init counts their CPU time (``_outlive``).
+  and stays, reaping, until the host kills the run (``_outlive``), so no CPU time is lost.
 Values cross in a tagged JSON codec (``codec``: tuples, sets, dicts with any keys, bytes,
 complex, nan), so only plain built-in values ever reach the test process. The codec, the test
 planning (``planning``) and the wire (``wire``) are guest modules of their own, inlined here by
@@ -287,10 +287,9 @@ def run_pair_tests() -> None:
 
 
 def _outlive(wire: Wire) -> None:
-    """Stay until the candidate and every process it left behind have ended (the end of its
-    requests ends a served candidate), or the host ends the run: this process is the run's
-    init, and the kernel drops the CPU time of the processes an exiting init takes with it,
-    so each is reaped here first (or is still alive when the host's kill is measured)."""
+    """Stay until the host's kill (or until the candidate and what it left have ended): this
+    process is the run's init, and exiting first would take them along with their CPU time
+    uncounted; alive, they are read by the fork server as it kills the run, or reaped here."""
     for fd in (wire.rfd, wire.wfd):
         with contextlib.suppress(OSError):
             os.close(fd)
