@@ -2,7 +2,9 @@
 
 ``RLIMIT_LAUNCHER`` is the fallback when the ``prlimit``/``setpriv`` tools are missing;
 ``COLLECTOR`` runs the command as a child, then streams the requested scratch files to a
-pipe (see the guest modules for their argv and frames).
+pipe (see the guest modules for their argv and frames). ``UNDERTAKER`` is not wrapped around a
+command: it runs on the host, once per host process, and sweeps up a dead host's cold runs
+(``process.lifeline``).
 """
 
 from __future__ import annotations
@@ -16,3 +18,4 @@ RLIMIT_LAUNCHER = bundle(str(_GUEST / "rlimit_launcher.py"))
 COLLECTOR = bundle(str(_GUEST / "collector.py"))
 MOUNTNS = bundle(str(_GUEST / "mountns.py"))
 WSINIT = bundle(str(_GUEST / "wsinit.py"))
+UNDERTAKER = bundle(str(_GUEST / "undertaker.py"))

@@ -9,27 +9,40 @@ is armed:
 - the ``unshare`` path's guest (pid 1 of the run) watches it for the whole run and exits at
   EOF, taking its namespace with it (``guest/mountns.py``);
 - a bubblewrap run starts with ``guard_prefix``: a shell that reads the lifeline without
-  blocking (``dd iflag=nonblock``) before it execs the rest. bubblewrap arms both of its
-  parent-death signals before it runs the command, so a host that died before the check is
-  seen there (EOF: the run exits 137 without running anything), and one that dies after it
-  takes the run down through the armed signals.
+  blocking (``dd iflag=nonblock``) before it execs the rest, so a run whose host died before
+  the check exits 137 without running anything;
+- bubblewrap's own chain has gaps the run cannot close from inside (its namespace child
+  sleeps on an eventfd before it arms anything, and its init arms its signal only after it
+  forked the command), so the first lifeline also starts an undertaker
+  (``guest/undertaker.py``): a small process in its own session that waits for EOF, then
+  kills every process still holding a lifeline descriptor and every process of their pid
+  namespaces.
 
-The write end is close-on-exec and a forked child drops both ends (``os.register_at_fork``),
-so no other process keeps a dead host's lifeline open. It does NOT cover a system without
-``sh`` and ``dd`` on the sandbox's PATH (bubblewrap runs then start unguarded, as before).
+The write end is close-on-exec and a forked child drops both ends and forgets the undertaker
+(``os.register_at_fork``; its own first cold run makes its own), so no other process keeps a
+dead host's lifeline open. It does NOT cover a system without ``sh`` and ``dd`` on the
+sandbox's PATH (bubblewrap runs then start unguarded by the shell, the undertaker still
+sweeping), nor a run whose processes all closed their lifeline descriptor inside one of the
+gaps above on a host killed in that moment.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import shutil
+import subprocess
+import sys
 import threading
 
+from tasksieve.verifiers.sandbox.process.launchers import UNDERTAKER
 from tasksieve.verifiers.sandbox.process.runs import PATH
 
+log = logging.getLogger(__name__)
 _PIPE: list[int] = []  # [read end, write end], once made
+_UNDERTAKER: list[subprocess.Popen[bytes]] = []  # this process's, once started
 _LOCK = threading.Lock()
 # $1: the lifeline's fd. EOF (or, never sent, a byte) ends the run before it starts; a live,
 # empty pipe makes dd fail (EAGAIN), so the run goes on. The descriptor stays open in the run
@@ -47,15 +60,33 @@ def lifeline() -> int:
     with _LOCK:
         if not _PIPE:
             _PIPE.extend(os.pipe2(os.O_CLOEXEC))
+            _start_undertaker(_PIPE[0])
         return os.dup(_PIPE[0])
 
 
+def _start_undertaker(read: int) -> None:
+    """Start the process that sweeps up this host's cold runs once the lifeline reads EOF."""
+    try:
+        _UNDERTAKER.append(
+            subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", UNDERTAKER, str(read)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(read,),
+                start_new_session=True,
+            )
+        )
+    except OSError as e:  # the runs keep their own guards; only the sweep is missing
+        log.warning("no undertaker for this host's cold runs: %s", e)
+
+
 def _drop() -> None:
-    """In a forked child: the parent's lifeline is not this process's."""
+    """In a forked child: the parent's lifeline (and its undertaker) are not this process's."""
     for fd in _PIPE:
         with contextlib.suppress(OSError):
             os.close(fd)
     _PIPE.clear()
+    _UNDERTAKER.clear()
 
 
 os.register_at_fork(after_in_child=_drop)
