@@ -308,6 +308,12 @@ class TrajectoryStep(_Rec):
         default=None, description="Why the command or its session stopped (wall, session, ..)."
     )
     duration_s: float = Field(description="Wall time of the action in the sandbox.")
+    cpu_s: float | None = Field(
+        default=None,
+        description="User plus system seconds the session's processes used since the previous "
+        "command (this command's, and background jobs' meanwhile); null for steps that ran no "
+        "command and where it could not be read.",
+    )
     tokens_in: int | None = Field(default=None, description="Prompt tokens of the step's reply.")
     tokens_out: int | None = Field(default=None, description="Tokens of the step's reply.")
     episode_steps: int

@@ -41,12 +41,17 @@ def agent_failure_kind(row: dict[str, Any]) -> str | None:
     return {"fail": "wrong", "error": "error", "timeout": "timeout"}.get(status, "error")
 
 
-def step_seconds(steps: Iterable[dict[str, Any]]) -> dict[str, float]:
-    """Per task, the sandbox wall seconds of its episodes' steps (trajectory rows)."""
-    out: dict[str, float] = defaultdict(float)
+def step_seconds(steps: Iterable[dict[str, Any]]) -> dict[str, tuple[float, float | None]]:
+    """Per task, the sandbox wall seconds of its episodes' steps (trajectory rows) and their
+    CPU seconds (summed where a step carries them; None when none does)."""
+    wall: dict[str, float] = defaultdict(float)
+    cpu: dict[str, float] = {}
     for s in steps:
-        out[str(s["task_id"])] += float(s["duration_s"] or 0.0)
-    return dict(out)
+        tid = str(s["task_id"])
+        wall[tid] += float(s["duration_s"] or 0.0)
+        if s.get("cpu_s") is not None:
+            cpu[tid] = cpu.get(tid, 0.0) + float(s["cpu_s"])
+    return {tid: (w, cpu.get(tid)) for tid, w in wall.items()}
 
 
 def endings(rollouts: Iterable[dict[str, Any]]) -> dict[str, int]:

@@ -133,10 +133,12 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
         rollouts = _rows(staging, "rollouts")
         agent = cfg.agent is not None
         turns = cfg.episodes.turns
-        step_s: dict[str, float] | None = None
+        step_s: dict[str, tuple[float, float | None]] | None = None
         if agent:  # success by step up to the longest episode
             turns = max([int(r["turn"]) for r in rollouts], default=1)
-            step_s = step_seconds(_rows(staging, "trajectories", ["task_id", "duration_s"]))
+            step_s = step_seconds(
+                _rows(staging, "trajectories", ["task_id", "duration_s", "cpu_s"])
+            )
         scores = task_scores(
             rollouts, _rows(staging, "meta"), rejected_ids, cfg.ks, turns, agent, step_s
         )

@@ -16,8 +16,9 @@ Plain functions over the rows ``rollouts/`` holds (``schemas.Rollout`` as dicts)
   did (out of ``attempts``; null and 0 when none did: a backend or family that cannot measure).
 - Agent runs (``agent=True``, one row per episode): ``c_by_turn[s-1]`` counts the episodes
   passed within s steps; failure kinds come from the episode's ending
-  (``pipeline.eval.agent_scores``); ``sandbox_s`` adds the steps' sandbox time;
-  ``sandbox_cpu_s`` covers the final verification only (steps record no CPU time).
+  (``pipeline.eval.agent_scores``); ``sandbox_s`` adds the steps' sandbox time and
+  ``sandbox_cpu_s`` the steps' CPU seconds (trajectory ``cpu_s``, where read), while
+  ``cpu_measured`` still counts the verdicts that carried theirs.
 - Rewards: the mean over scored attempts of the reward and of each component.
 - Difficulty bucket from the curated pass rate (``hard`` < 0.25 <= ``medium`` < 0.75 <=
   ``easy``), ``uncalibrated`` for tasks read from files.
@@ -76,9 +77,11 @@ def task_score(
     turns: int,
     agent: bool = False,
     step_s: float = 0.0,
+    step_cpu_s: float | None = None,
 ) -> dict[str, Any]:
     """One task's row of ``scores/`` from its rollout rows and its ``meta/`` row
-    (``agent``: the rows are episodes, ``step_s`` their steps' sandbox seconds)."""
+    (``agent``: the rows are episodes, ``step_s`` and ``step_cpu_s`` their steps' sandbox wall
+    and CPU seconds)."""
     episodes = [e for e in _episodes(rows) if e[-1]["verdict"]["status"] != "infra_error"]
     n = len(episodes)
     c_by_turn = []
@@ -117,7 +120,8 @@ def task_score(
     out["prompt_tokens"] = _sum(r.get("prompt_tokens") for r in rows)
     out["sandbox_s"] = float(sum(r["verdict"]["duration_s"] for r in rows)) + step_s
     cpu = [float(c) for r in rows if (c := r["verdict"].get("cpu_s")) is not None]
-    out["sandbox_cpu_s"] = sum(cpu) if cpu else None
+    steps_cpu = [] if step_cpu_s is None else [step_cpu_s]
+    out["sandbox_cpu_s"] = sum(cpu + steps_cpu) if cpu or steps_cpu else None
     out["cpu_measured"] = len(cpu)
     out["reward"] = sum(r["reward"] for r in scored) / len(scored) if scored else None
     for name in COMPONENTS:
@@ -132,7 +136,7 @@ def task_scores(
     ks: Sequence[int],
     turns: int,
     agent: bool = False,
-    step_s: dict[str, float] | None = None,
+    step_s: dict[str, tuple[float, float | None]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every scored task's row (tasks in ``rejected_ids`` left out), ordered by task id."""
     by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -143,6 +147,6 @@ def task_scores(
         tid = meta["task_id"]
         if tid in rejected_ids or tid not in by_task:
             continue
-        extra = (step_s or {}).get(tid, 0.0)
-        out.append(task_score(by_task[tid], meta, ks, turns, agent, extra))
+        wall, cpu = (step_s or {}).get(tid, (0.0, None))
+        out.append(task_score(by_task[tid], meta, ks, turns, agent, wall, cpu))
     return out

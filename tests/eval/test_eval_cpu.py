@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tasksieve.pipeline.eval.agent_scores import step_seconds
 from tasksieve.pipeline.eval.compare import compare, render_compare
 from tasksieve.pipeline.eval.run import scores_schema
 from tasksieve.pipeline.eval.scores import task_score
@@ -44,6 +45,24 @@ def test_task_cpu_is_the_sum_of_the_measured_verdicts_and_says_how_many() -> Non
     old = _row(0, "pass", None)
     del old["verdict"]["cpu_s"]  # a rollout row written before verdicts carried it
     assert task_score([old], META, [1], 1)["cpu_measured"] == 0
+
+
+def test_agent_steps_cpu_adds_to_the_verdicts() -> None:
+    steps = [
+        {"task_id": "t", "duration_s": 0.5, "cpu_s": 0.25},
+        {"task_id": "t", "duration_s": 0.25, "cpu_s": None},  # a submit: no command
+        {"task_id": "u", "duration_s": 1.0, "cpu_s": None},
+    ]
+    per_task = step_seconds(steps)
+    assert per_task == {"t": (0.75, 0.25), "u": (1.0, None)}
+    wall, cpu = per_task["t"]
+    s = task_score([_row(0, "pass", 0.5)], META, [1], 1, True, wall, cpu)
+    assert s["sandbox_cpu_s"] == pytest.approx(0.75) and s["cpu_measured"] == 1
+    assert s["sandbox_s"] == pytest.approx(1.25)
+    only_steps = task_score([_row(0, "pass", None)], META, [1], 1, True, wall, cpu)
+    assert only_steps["sandbox_cpu_s"] == pytest.approx(0.25)
+    neither = task_score([_row(0, "pass", None)], META, [1], 1, True, 1.0, None)
+    assert neither["sandbox_cpu_s"] is None
 
 
 def test_summary_reports_cpu_per_task_and_per_solved_task() -> None:

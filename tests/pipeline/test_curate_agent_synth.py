@@ -84,3 +84,6 @@ def test_a_scripted_agent_solves_a_synthesized_task_and_another_fails_it(
         (1, 2, "submitted", 0.0),
     }, steps
     assert any(s["action"] == apply for s in steps if s["episode"] == 0), steps
+    ran = [s for s in steps if s["action_kind"] == "run"]
+    assert ran and all(s["cpu_s"] is not None and s["cpu_s"] >= 0 for s in ran), ran
+    assert all(s["cpu_s"] is None for s in steps if s["action_kind"] == "submit"), steps

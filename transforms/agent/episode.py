@@ -61,6 +61,7 @@ class Step:
     duration_s: float
     tokens_in: int | None
     tokens_out: int | None
+    cpu_s: float | None = None  # the command's (see CommandResult.cpu_s); None without one
 
 
 @dataclass
@@ -121,11 +122,11 @@ class Episode:
             return
         action = self._action(reply)
         t0 = time.monotonic()
-        text, cut, code, ended = self._execute(action)
+        text, cut, code, ended, cpu = self._execute(action)
         duration = time.monotonic() - t0
         self.steps.append(
             Step(len(self.steps) + 1, reply.text, action, text, cut, code, ended,
-                 round(duration, 4), reply.tokens_in, reply.tokens_out)
+                 round(duration, 4), reply.tokens_in, reply.tokens_out, cpu)
         )  # fmt: skip
         self._remember(reply, action, text)
         if action.kind == "invalid":
@@ -155,13 +156,14 @@ class Episode:
         call = reply.tool_calls[0]
         return parse_tool_call(call.name, call.arguments, call.id)
 
-    def _execute(self, action: Action) -> tuple[str, bool, int | None, str | None]:
-        """(observation, truncated, exit code, why the command or session stopped)."""
+    def _execute(self, action: Action) -> tuple[str, bool, int | None, str | None, float | None]:
+        """(observation, truncated, exit code, why the command or session stopped, the
+        command's CPU seconds)."""
         cap = self.cfg.observation_bytes
         if action.kind == "invalid":
-            return action.error, False, None, None
+            return action.error, False, None, None, None
         if action.kind == "submit":
-            return "submitted", False, None, None
+            return "submitted", False, None, None, None
         assert self.ws is not None
         try:
             if action.kind == "run":
@@ -170,13 +172,13 @@ class Episode:
                     action.command, timeout_s=max(1.0, min(self.cfg.command_timeout_s, left))
                 )
                 text, cut = observe(res, cap)
-                return text, cut, res.exit_code, res.ended
+                return text, cut, res.exit_code, res.ended, res.cpu_s
             if action.kind == "view":
-                return (*self._view(action, cap), None, None)
-            return (*self._replace(action), None, None)
+                return (*self._view(action, cap), None, None, None)
+            return (*self._replace(action), None, None, None)
         except (WorkspaceError, ValueError, OSError) as exc:
             alive = self.ws.alive
-            return f"error: {exc}", False, None, None if alive else "session"
+            return f"error: {exc}", False, None, None if alive else "session", None
 
     def _view(self, action: Action, cap: int) -> tuple[str, bool]:
         assert self.ws is not None

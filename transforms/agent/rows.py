@@ -60,6 +60,7 @@ def trajectory_rows(
             exit_code=s.exit_code,
             ended=s.ended,
             duration_s=s.duration_s,
+            cpu_s=s.cpu_s,
             tokens_in=s.tokens_in,
             tokens_out=s.tokens_out,
             **common,

@@ -68,6 +68,9 @@ class CommandResult:
     ``ended`` values: ``wall`` (the command's time ran out; the shell was restarted),
     ``output`` (output over the cap, truncated), ``session`` (the session is gone: closed,
     idle, lifetime, or its shell died), ``cpu``, ``memory``, ``processes``, ``disk``.
+    ``cpu_s``: user plus system seconds the session's processes used since the previous
+    command returned (this command's, and any background job's meanwhile); None where it
+    could not be read (a process tree too big to walk in time, a session that is gone).
     """
 
     exit_code: int | None
@@ -76,6 +79,7 @@ class CommandResult:
     duration_s: float
     ended: str | None = None
     truncated: bool = False
+    cpu_s: float | None = None
 
 
 class Workspace(Protocol):

@@ -129,6 +129,7 @@ class GuestSession:
             duration_s=float(reply.get("dur", time.monotonic() - t0)),
             ended=ended,
             truncated=ended == "output",
+            cpu_s=None if reply.get("cpu") is None else float(reply["cpu"]),
         )
 
     def exec(self, command: str, timeout_s: float | None = None) -> CommandResult:

@@ -215,6 +215,7 @@ class LiveSessionStore(SessionRegistry[LiveSession]):
                 stdout=res.stdout,
                 stderr=res.stderr,
                 duration_s=res.duration_s,
+                cpu_s=res.cpu_s,
                 limit_hit="wall" if timed_out else ("session" if gone else limit),
                 stdout_truncated=res.truncated,
             )

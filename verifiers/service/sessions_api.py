@@ -70,6 +70,7 @@ def _exec_answer(res: ExecResult) -> dict[str, Any]:
         "stdout": ex.stdout.decode("utf-8", "replace"),
         "stderr": ex.stderr.decode("utf-8", "replace"),
         "duration_s": round(ex.duration_s, 6),
+        "cpu_s": ex.cpu_s,
         "limit_hit": ex.limit_hit,
         "infra_error": ex.infra_error,
         "files": res.files,

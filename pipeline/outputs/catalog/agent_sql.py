@@ -23,7 +23,8 @@ SELECT task_id, family, episode, any_value(model_id) AS model_id,
        any_value(verdict_status) AS verdict_status, any_value(verdict_status) = 'pass' AS passed,
        any_value(reward) AS reward, any_value(tests_passed) AS tests_passed,
        any_value(tests_total) AS tests_total, any_value(episode_wall_s) AS wall_s,
-       sum(duration_s) AS sandbox_s, sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out,
+       sum(duration_s) AS sandbox_s, sum(cpu_s) AS sandbox_cpu_s,
+       sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out,
        count(*) FILTER (WHERE action_kind = 'invalid') AS protocol_errors,
        count(*) FILTER (WHERE action_kind = 'run') AS commands,
        count(*) FILTER (WHERE observation_truncated) AS truncated_observations,
@@ -39,7 +40,7 @@ SELECT ending, count(*) AS episodes, count(*) / sum(count(*)) OVER () AS share,
        count(*) FILTER (WHERE passed) AS passed, avg(steps) AS mean_steps
 FROM episodes GROUP BY ending ORDER BY episodes DESC, ending""",
     """CREATE OR REPLACE MACRO trajectory_of(task, ep) AS TABLE
-SELECT step, action_kind, action, exit_code, ended, duration_s, observation,
+SELECT step, action_kind, action, exit_code, ended, duration_s, cpu_s, observation,
        observation_truncated, tokens_in, tokens_out
 FROM trajectories WHERE task_id = task AND episode = ep ORDER BY step""",
 )

@@ -67,3 +67,12 @@ def test_docker_session_keeps_state_and_isolates(engine: None, snapshot: Path) -
         ws.close()
     assert not ws.alive and ws.exec("true").ended == "session"
     assert _containers("tasksieve-ws-") == before  # the container is removed
+
+
+def test_docker_commands_report_cpu_seconds(engine: None, snapshot: Path) -> None:
+    """The agent is the container's pid 1 here too: a busy loop's CPU shows, a sleep's does not."""
+    spin = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"
+    with _open(snapshot, command_wall_s=30) as ws:
+        busy, idle = ws.exec(spin), ws.exec("sleep 0.3")
+    assert busy.cpu_s is not None and busy.cpu_s >= 0.03, busy
+    assert idle.cpu_s is not None and idle.cpu_s < busy.cpu_s / 2, (idle, busy)

@@ -196,3 +196,24 @@ def test_the_guest_is_sent_compiled_only_to_this_interpreter() -> None:
     code = wsmod._compiled_guest(sys.executable)
     assert code is not None and marshal.loads(code).co_filename == "wsinit"
     assert wsmod._compiled_guest("/bin/sh") is None
+
+
+SPIN = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"  # a fixed amount of shell work
+
+
+def test_commands_report_the_sessions_cpu_seconds(box: ProcessSandbox, snapshot: Path) -> None:
+    """A command's ``cpu_s`` is what the session's processes used since the last command: a
+    busy loop shows, a sleep does not, and a background job's time lands in the next one."""
+    with box.open_workspace(WorkspaceSpec(str(snapshot))) as ws:
+        busy = ws.exec(SPIN)
+        idle = ws.exec("sleep 0.3")
+        fresh = ws.run(["sh", "-c", SPIN])
+        assert ws.exec(f"({SPIN}; touch /tmp/done) > /dev/null 2>&1 &").exit_code == 0
+        ws.exec("while [ ! -e /tmp/done ]; do sleep 0.05; done; sleep 0.1")
+        after = ws.exec("true")
+    for r in (busy, idle, fresh, after):
+        assert r.cpu_s is not None and r.exit_code == 0, r
+    assert busy.cpu_s is not None and busy.cpu_s >= 0.03, busy
+    assert fresh.cpu_s is not None and fresh.cpu_s >= 0.03, fresh
+    assert idle.cpu_s is not None and idle.cpu_s < busy.cpu_s / 2, (idle, busy)
+    assert after.cpu_s is not None and after.cpu_s < busy.cpu_s / 2, after  # counted before

@@ -7,7 +7,14 @@ docker backend's ``wsdocker``) sets the workspace up and calls ``serve``. Reques
 (what the workspace holds, for the host's diff: ``wsdiff``), ``ping`` and ``close``; a
 request with ``"reset": true`` (the first one of a pooled session's new owner) restarts the
 lifetime clock first. Each request gets one reply frame,
-``{"ok": true, ...}`` or ``{"ok": false, "error": ..., "kind": "path"|"other"}``. The agent
+``{"ok": true, ...}`` or ``{"ok": false, "error": ..., "kind": "path"|"other"}``. An ``exec``
+or ``run`` reply carries ``cpu``: the user plus system seconds the session's processes used
+since the previous command's reply (so a background job's time lands in the next command), or
+null when the process tree was too big to read in time (``cputime.live_cpu``). The agent is the
+session's pid 1, so every process of it is either live below the agent (read from ``/proc``,
+with what each reaped) or reaped by the agent itself (``RUSAGE_CHILDREN``); the agent's own
+time is not counted. Reaped processes are counted in clock ticks, so one short command may
+read a tick high or low; the sum over a session is exact to a tick. The agent
 ends the session itself (and so, as its namespace's init or its container's main process,
 every process in it) when its input closes, on ``close``, after ``idle_s`` without a request
 and at ``lifetime_s`` (a command running then is stopped and answered with
@@ -23,6 +30,7 @@ creates are given to the session's user (``owner``).
 from __future__ import annotations
 
 import os
+import resource
 import select
 import stat
 import sys
@@ -33,6 +41,7 @@ from typing import Any
 from tasksieve.verifiers.sandbox.guest.wsdiff import changes
 from tasksieve.verifiers.sandbox.guest.wsframe import b64, frame_recv, frame_send, unb64
 from tasksieve.verifiers.sandbox.guest.wsshell import Children, Shell, run_fresh
+from tasksieve.verifiers.sandbox.process.guest.cputime import live_cpu
 
 WS_ROOT = "/workspace"
 
@@ -110,6 +119,15 @@ def read_file(path: str, max_bytes: int) -> bytes | None:
         return fh.read(max_bytes)
 
 
+def session_cpu() -> float | None:
+    """CPU seconds of every process this agent (the session's pid 1) started, ever, so far."""
+    live = live_cpu(os.getpid())
+    if live is None:
+        return None
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return live + reaped.ru_utime + reaped.ru_stime
+
+
 def _encode(result: dict[str, Any]) -> dict[str, Any]:
     out, err = result.pop("out"), result.pop("err")
     return {"ok": True, **result, "out": b64(out), "err": b64(err)}
@@ -130,6 +148,13 @@ class Agent:
         self.env: dict[str, str] = dict(cfg["env"])
         self.shell = Shell(self.env, WS_ROOT, drop, self.kids)
         self.started = self.last = time.monotonic()
+        self.cpu_mark = session_cpu()
+
+    def _cpu_since(self) -> float | None:
+        """CPU seconds since the last reading (see the module doc); this one is the next mark."""
+        now, before = session_cpu(), self.cpu_mark
+        self.cpu_mark = now
+        return None if now is None or before is None else round(max(0.0, now - before), 6)
 
     def deadline(self) -> float:
         """When the session ends unless a request comes (idle) or at all (lifetime)."""
@@ -151,7 +176,7 @@ class Agent:
                 res = run_fresh(argv, self.env, cwd, self.drop, self.kids, deadline, cap)
             if res["ended"] == "wall" and time.monotonic() >= end_of_life:
                 res["ended"] = "session"
-            return _encode({**res, "dur": time.monotonic() - t0})
+            return _encode({**res, "dur": time.monotonic() - t0, "cpu": self._cpu_since()})
         if op == "write":
             write_file(str(req["path"]), unb64(req["data"]), self.owner)
             return {"ok": True}
