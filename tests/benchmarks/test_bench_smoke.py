@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +53,18 @@ def test_service_load_tiny_run_loses_nothing(capsys: pytest.CaptureFixture) -> N
     assert service_load.main(argv) == 0
     out = capsys.readouterr().out
     assert "8 answered, 0 lost, 0 run twice" in out and "in-process" in out
+
+
+def test_failover_tells_a_rerun_after_the_kill_from_a_double_run(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    line = '{{"key": "{}", "kind": "verify"}}\n'.format
+    # the killed server ran k1 and k2 (k1 unanswered, run again on b) and left a torn line,
+    # which the restarted one's first line (k5) completes; then k3 ran on both servers: an
+    # idempotency fault
+    a.write_text(line("k1") + line("k2") + '{"key": "k' + line("k5") + line("k3"))
+    b.write_text(line("k1") + line("k3") + line("k4"))
+    assert service_load.run_counts([a, b], killed_lines=3) == (1, 1)
+    assert service_load.run_counts([a, b], killed_lines=0) == (0, 2)
 
 
 def test_service_workload_pairs_references_with_empty_solutions() -> None:
