@@ -18,9 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.verifiers.reclaim_util import KINDS, cleanup, marker, survivors
+from tests.verifiers.reclaim_util import KINDS, REPO, cleanup, marker, survivors
 
-REPO = Path(__file__).resolve().parents[2]
 HOST = """
 import sys
 from tasksieve.verifiers.sandbox.base import Limits

@@ -10,12 +10,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 
+REPO = Path(__file__).resolve().parents[2]
 KINDS = {  # the process sandbox's executors and isolation methods
     "forkserver": {},
     "per-run": {"warm": False},
@@ -141,3 +145,19 @@ def still_alive(pids: list[int], within: float) -> list[int]:
     while (found := [p for p in pids if alive(p)]) and time.monotonic() < end:
         time.sleep(0.05)
     return found
+
+
+@contextlib.contextmanager
+def host_process(code: str, mark: str, cwd: Path) -> Iterator[bytes]:
+    """Run ``python -c code mark`` as a host (this checkout importable) and yield the first
+    line it prints; the host is SIGKILLed on the way out, however the block ends."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    host = subprocess.Popen(
+        [sys.executable, "-c", code, mark], stdout=subprocess.PIPE, env=env, cwd=cwd
+    )
+    try:
+        assert host.stdout is not None
+        yield host.stdout.readline()
+    finally:
+        host.kill()
+        host.wait(30.0)

@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.sandbox.process import lifeline
 from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
-from tests.verifiers.reclaim_util import KINDS, at_least, marker, marks, survivors
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.verifiers.reclaim_util import KINDS, at_least, host_process, marker, marks, survivors
 
 COLD = {name: KINDS[name] for name in ("per-run", "unshare")}
 LIMITS = Limits(wall_s=20, cpu_s=10)
@@ -88,15 +83,8 @@ def test_the_undertaker_ends_what_a_killed_host_left(tmp_path) -> None:
         pytest.skip("needs util-linux unshare")
     with marks() as made:
         made.append(mark := marker())
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        host = subprocess.Popen(
-            [sys.executable, "-c", ORPHANS, mark], stdout=subprocess.PIPE, env=env, cwd=tmp_path
-        )
-        try:
-            assert host.stdout is not None and host.stdout.readline() == b"ready\n"
+        with host_process(ORPHANS, mark, tmp_path) as first:
+            assert first == b"ready\n"
             running = at_least(mark, 4, 30.0)  # unshare, the plain holder, init and its child
-        finally:
-            host.kill()
-            host.wait(30.0)
         assert len(running) >= 4, running
         assert survivors(mark, 20.0) == []

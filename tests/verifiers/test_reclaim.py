@@ -11,12 +11,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -31,6 +28,7 @@ from tests.verifiers.reclaim_util import (
     at_least,
     command,
     descendants,
+    host_process,
     marked,
     marker,
     marks,
@@ -38,7 +36,6 @@ from tests.verifiers.reclaim_util import (
     survivors,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 SHORT = Limits(wall_s=1.5, cpu_s=30, memory_mb=256, max_processes=16)
 ENDINGS = {  # program, limits, the verdict's expected limit_hit
     "normal_end": (SLEEPERS_THEN.format(end="print('done')"), SHORT, None),
@@ -219,18 +216,10 @@ time.sleep(600)
 def test_nothing_survives_a_killed_host(tmp_path):
     with marks() as made:
         made.append(mark := marker())
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        host = subprocess.Popen(
-            [sys.executable, "-c", HOST, mark], stdout=subprocess.PIPE, env=env, cwd=tmp_path
-        )
-        try:
-            assert host.stdout is not None
-            servers = json.loads(host.stdout.readline() or "[]")
+        with host_process(HOST, mark, tmp_path) as first:
+            servers = json.loads(first or "[]")
             running = at_least(mark, 6, 60.0)  # every run started, however slow the start
             tree = [p for s in servers for p in descendants(s)]
-        finally:
-            host.kill()
-            host.wait(30.0)
         assert len(running) >= 6  # the host really had runs going
         assert survivors(mark, 20.0) == []
         assert still_alive([*servers, *tree], 15.0) == []
