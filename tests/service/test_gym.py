@@ -71,6 +71,7 @@ def test_a_solver_passes_and_an_idler_fails_through_the_remote_env(
         assert task.prompt in first and env.messages
         obs, reward, done, info = env.step(scripted.fenced(scripted.apply_command(REFERENCE)))
         assert (reward, done, info["exit_code"]) == (0.0, False, 0), obs
+        assert info["cpu_s"] is not None and info["cpu_s"] >= 0, info  # the patch's commands
         _, reward, done, info = env.step(scripted.SUBMIT)
         assert done and reward == 1.0 and info["verdict"].status == "pass"
         with pytest.raises(EpisodeOver):

@@ -8,9 +8,9 @@ hidden tests taken out, as in ``curate --agent``) and returns the task's message
 (``transforms.agent.episode``): on submit the repo verifier judges the final workspace and
 ``reward`` is that verdict scored by the task's reward spec (0.0 for a budget ending; None for
 an ``infra_error``, which says nothing about the agent); every other step's reward is 0.0.
-``info`` holds the step's exit code, whether the observation was cut, the episode's ending and
-verdict once done, and its token count. ``close`` releases the session; ``reset`` closes the
-previous one first.
+``info`` holds the step's exit code and CPU seconds, whether the observation was cut, the
+episode's ending and verdict once done, and its token count. ``close`` releases the session;
+``reset`` closes the previous one first.
 
 The same environment is served over HTTP by ``tasksieve serve`` (``/v1/envs``, see
 ``transforms.agent.gym_api``) and driven from another process by
@@ -76,6 +76,7 @@ class AgentEnv:
         info: dict[str, Any] = {
             "step": len(e.steps),
             "exit_code": last.exit_code if last else None,
+            "cpu_s": last.cpu_s if last else None,
             "truncated": last.truncated if last else False,
             "tokens": e.tokens,
         }
