@@ -41,7 +41,7 @@ def agent_failure_kind(row: dict[str, Any]) -> str | None:
     return {"fail": "wrong", "error": "error", "timeout": "timeout"}.get(status, "error")
 
 
-def step_seconds(steps: Iterable[dict[str, Any]]) -> dict[str, tuple[float, float | None]]:
+def step_costs(steps: Iterable[dict[str, Any]]) -> dict[str, tuple[float, float | None]]:
     """Per task, the sandbox wall seconds of its episodes' steps (trajectory rows) and their
     CPU seconds (summed where a step carries them; None when none does)."""
     wall: dict[str, float] = defaultdict(float)

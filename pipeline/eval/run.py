@@ -31,7 +31,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from tasksieve.pipeline.curate.counters import ConservationError, read_counters, read_sandboxes
 from tasksieve.pipeline.curate.run import new_run_id, package_versions
-from tasksieve.pipeline.eval.agent_scores import endings, step_seconds
+from tasksieve.pipeline.eval.agent_scores import endings, step_costs
 from tasksieve.pipeline.eval.build import build
 from tasksieve.pipeline.eval.catalog import write_catalog
 from tasksieve.pipeline.eval.config import EvalConfig
@@ -133,14 +133,12 @@ def evaluate(cfg: EvalConfig) -> EvalResult:
         rollouts = _rows(staging, "rollouts")
         agent = cfg.agent is not None
         turns = cfg.episodes.turns
-        step_s: dict[str, tuple[float, float | None]] | None = None
+        steps: dict[str, tuple[float, float | None]] | None = None
         if agent:  # success by step up to the longest episode
             turns = max([int(r["turn"]) for r in rollouts], default=1)
-            step_s = step_seconds(
-                _rows(staging, "trajectories", ["task_id", "duration_s", "cpu_s"])
-            )
+            steps = step_costs(_rows(staging, "trajectories", ["task_id", "duration_s", "cpu_s"]))
         scores = task_scores(
-            rollouts, _rows(staging, "meta"), rejected_ids, cfg.ks, turns, agent, step_s
+            rollouts, _rows(staging, "meta"), rejected_ids, cfg.ks, turns, agent, steps
         )
         if n_in != len(scores) + len(rejected):
             raise ConservationError(

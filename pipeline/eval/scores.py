@@ -120,8 +120,8 @@ def task_score(
     out["prompt_tokens"] = _sum(r.get("prompt_tokens") for r in rows)
     out["sandbox_s"] = float(sum(r["verdict"]["duration_s"] for r in rows)) + step_s
     cpu = [float(c) for r in rows if (c := r["verdict"].get("cpu_s")) is not None]
-    steps_cpu = [] if step_cpu_s is None else [step_cpu_s]
-    out["sandbox_cpu_s"] = sum(cpu + steps_cpu) if cpu or steps_cpu else None
+    spent = cpu if step_cpu_s is None else [*cpu, step_cpu_s]
+    out["sandbox_cpu_s"] = sum(spent) if spent else None
     out["cpu_measured"] = len(cpu)
     out["reward"] = sum(r["reward"] for r in scored) / len(scored) if scored else None
     for name in COMPONENTS:
@@ -136,7 +136,7 @@ def task_scores(
     ks: Sequence[int],
     turns: int,
     agent: bool = False,
-    step_s: dict[str, tuple[float, float | None]] | None = None,
+    steps: dict[str, tuple[float, float | None]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every scored task's row (tasks in ``rejected_ids`` left out), ordered by task id."""
     by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -147,6 +147,6 @@ def task_scores(
         tid = meta["task_id"]
         if tid in rejected_ids or tid not in by_task:
             continue
-        wall, cpu = (step_s or {}).get(tid, (0.0, None))
+        wall, cpu = (steps or {}).get(tid, (0.0, None))
         out.append(task_score(by_task[tid], meta, ks, turns, agent, wall, cpu))
     return out

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasksieve.pipeline.eval.agent_scores import step_seconds
+from tasksieve.pipeline.eval.agent_scores import step_costs
 from tasksieve.pipeline.eval.compare import compare, render_compare
 from tasksieve.pipeline.eval.run import scores_schema
 from tasksieve.pipeline.eval.scores import task_score
@@ -53,7 +53,7 @@ def test_agent_steps_cpu_adds_to_the_verdicts() -> None:
         {"task_id": "t", "duration_s": 0.25, "cpu_s": None},  # a submit: no command
         {"task_id": "u", "duration_s": 1.0, "cpu_s": None},
     ]
-    per_task = step_seconds(steps)
+    per_task = step_costs(steps)
     assert per_task == {"t": (0.75, 0.25), "u": (1.0, None)}
     wall, cpu = per_task["t"]
     s = task_score([_row(0, "pass", 0.5)], META, [1], 1, True, wall, cpu)
