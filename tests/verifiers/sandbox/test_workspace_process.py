@@ -8,6 +8,7 @@ workspace, ``diff`` reports edits, and nothing of a session outlives ``close``.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -217,3 +218,32 @@ def test_commands_report_the_sessions_cpu_seconds(box: ProcessSandbox, snapshot:
     assert fresh.cpu_s is not None and fresh.cpu_s >= 0.03, fresh
     assert idle.cpu_s is not None and idle.cpu_s < busy.cpu_s / 2, (idle, busy)
     assert after.cpu_s is not None and after.cpu_s < busy.cpu_s / 2, after  # counted before
+
+
+def test_the_sessions_python_sees_what_the_tests_see(box: ProcessSandbox, snapshot: Path) -> None:
+    """The interpreter a virtualenv is built on keeps its own site-packages (packages, ``.pth``
+    start-up hooks) out of a session: they show as empty read-only dirs, the standard library
+    and the task's paths stay."""
+    import sys
+
+    from tasksieve.verifiers.sandbox.process.binds import base_site_dirs
+
+    hidden = base_site_dirs(box._plan)
+    if sys.prefix == sys.base_prefix:
+        assert hidden == []
+        pytest.skip("not in a virtualenv: the interpreter's site-packages are the project's")
+    assert hidden and any(os.listdir(d) for d in hidden)  # the host's are not empty
+    probe = (
+        "import json, os\n"
+        f"dirs = {hidden!r}\n"
+        "print(json.dumps([os.listdir(d) for d in dirs if os.path.isdir(d)]))\n"
+    )
+    spec = WorkspaceSpec(str(snapshot), env_vars={"PYTHONPATH": "/workspace/pkg"})
+    with box.open_workspace(spec) as ws:
+        r = ws.run([box.python, "-c", probe])
+        assert r.exit_code == 0, r
+        assert r.stdout.decode().strip() == json.dumps([[] for _ in hidden]), r
+        planted = ws.exec(f"touch {hidden[0]}/planted.pth")
+        assert planted.exit_code != 0 and b"Read-only" in planted.stderr, planted
+        tests_view = ws.exec(f"cd pkg && {box.python} -c 'import mod, email.parser'")
+        assert tests_view.exit_code == 0, tests_view

@@ -8,6 +8,7 @@ files stay readable to a run).
 from __future__ import annotations
 
 import os
+import site
 import sys
 import sysconfig
 
@@ -81,6 +82,32 @@ def bind_args(python: str, system_dirs: tuple[str, ...]) -> list[str]:
                     args += ["--perms", "0755", "--dir", parent]
         args += ["--ro-bind", src, dst]
     return args
+
+
+def base_site_dirs(plan: list[tuple[str, str, str]]) -> list[str]:
+    """The site-packages of the interpreter a virtualenv is built on, where ``plan`` shows them:
+    what a workspace session covers with empty dirs (``guest/rootfs.hide_dirs``).
+
+    A session's ``python3`` is the base interpreter itself (the virtualenv's ``bin`` is not in
+    the sandbox), so without this it would load whatever was installed into that interpreter,
+    start-up hooks of its ``.pth`` files included, which neither the tests (run with ``-I -S``
+    and the task's paths) nor the docker backend's image see. Outside a virtualenv the base
+    site-packages are the project's own environment and stay; a dir that holds another mount
+    of ``plan`` stays too.
+    """
+    if sys.prefix == sys.base_prefix:
+        return []
+    shown = [d for kind, _, d in plan if kind == "ro"]
+    dirs: list[str] = []
+    for raw in site.getsitepackages([sys.base_prefix]):
+        path = os.path.realpath(raw)
+        if path in dirs or not os.path.isdir(path):
+            continue
+        if any(d == path or d.startswith(path + "/") for d in shown):
+            continue  # something the plan mounts lies inside it
+        if any(path.startswith(d + "/") for d in shown):
+            dirs.append(path)
+    return dirs
 
 
 def under(plan: list[tuple[str, str, str]], directory: str) -> list[str]:

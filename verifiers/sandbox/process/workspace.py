@@ -50,6 +50,7 @@ import threading
 import time
 from typing import Any
 
+from tasksieve.verifiers.sandbox.process.binds import base_site_dirs
 from tasksieve.verifiers.sandbox.process.cgroups import SessionCgroup
 from tasksieve.verifiers.sandbox.process.cold import ColdSetup
 from tasksieve.verifiers.sandbox.process.launchers import WSINIT
@@ -97,6 +98,11 @@ def _dirs(spec: WorkspaceSpec) -> tuple[str, str | None]:
     return snap, env
 
 
+@functools.lru_cache(maxsize=8)
+def _hidden(plan: tuple[tuple[str, str, str], ...]) -> list[str]:
+    return base_site_dirs(list(plan))
+
+
 def _config(setup: ColdSetup, spec: WorkspaceSpec, uid: int | None) -> dict[str, Any]:
     lim = spec.limits
     mem, cpu, disk = lim.memory_mb * 1024 * 1024, max(1, int(lim.cpu_s)), lim.disk_mb << 20
@@ -109,6 +115,7 @@ def _config(setup: ColdSetup, spec: WorkspaceSpec, uid: int | None) -> dict[str,
         "mode": "bwrap" if setup.method == "bwrap" else "unshare",
         "ro": ro,
         "links": [[s, d] for kind, s, d in setup.plan if kind == "link"],
+        "hide": _hidden(tuple(setup.plan)),
         "files": [],
         "scratch_bytes": 1 << 20,
         "disk_bytes": disk,

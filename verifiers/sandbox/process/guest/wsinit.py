@@ -6,6 +6,10 @@ FD is a memfd holding one JSON line (see ``verifiers.sandbox.process.workspace``
 ``unshare`` the private read-only root is built here first (``rootfs.build_root``; bubblewrap
 builds its own). Then, in this mount namespace only:
 
+- the host interpreter's own site-packages (``cfg["hide"]``) are covered by empty read-only
+  tmpfs mounts, so the session's ``python3`` sees what the tests see (the standard library and
+  the task's environment), not packages installed into the interpreter the virtualenv is built on;
+
 - root mode: the snapshot's view at /snapshot is replaced by an idmapped, read-only clone that
   shows files owned by uid 0 as owned by the session's uid (which has no other privilege), so
   its shell may change them in the workspace while the snapshot on disk stays untouched;
@@ -51,7 +55,12 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _mount,
     _ok,
 )
-from tasksieve.verifiers.sandbox.process.guest.rootfs import _MNT_DETACH, _drop, build_root
+from tasksieve.verifiers.sandbox.process.guest.rootfs import (
+    _MNT_DETACH,
+    _drop,
+    build_root,
+    hide_dirs,
+)
 
 _SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_SETATTR = 428, 429, 442  # the same on every arch
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220}[platform.machine()]  # flags first on both
@@ -163,6 +172,7 @@ def run_session(cfg: dict[str, Any]) -> None:
         _keep_only(set())
         if cfg["mode"] == "unshare":
             build_root(cfg, b"")
+        hide_dirs(cfg.get("hide", []))
         upper = make_layer(cfg)
         _ok(_libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "non-dumpable")
     except (OSError, ValueError) as e:
