@@ -36,6 +36,7 @@ from tasksieve.transforms.agent.session import Opener, repo_spec
 from tasksieve.verifiers.families.repo.snapshots import SnapshotStore
 from tasksieve.verifiers.families.repo.verifier import RepoVerifier
 from tasksieve.verifiers.sandbox.base import Sandbox
+from tasksieve.verifiers.sandbox.process.guest.cputime import live_cpu, stat_cpu
 from tasksieve.verifiers.sandbox.workspace import Workspace, WorkspaceSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -233,10 +234,24 @@ def timed_level(go: Callable[[int, int], T], episodes: int, level: int) -> tuple
 
 
 def session_cpu_s(host_pid: int | None) -> float:
-    """CPU seconds of a live process-backend session: every process under its bubblewrap,
-    each with the CPU of the children it reaped (the shell's includes every command run)."""
+    """CPU seconds of a live process-backend session: every process under its bubblewrap (or
+    its pid 1 forked by the zygote), each with the CPU of the children it reaped (the shell's
+    includes every command run).
+
+    Walks the session's own tree (``/proc/PID/task/TID/children``: the fork server's
+    ``live_cpu``); only where that walk gives up (a tree too big or too busy to read in
+    20 ms) does it scan every process of the machine, whose cost grows with the sessions
+    alive and took CPU from the sessions themselves at 64 at once."""
     if host_pid is None:
         return 0.0
+    own, tree = stat_cpu(host_pid), live_cpu(host_pid)
+    if own is not None and tree is not None:
+        return own + tree
+    return _scanned_cpu_s(host_pid)
+
+
+def _scanned_cpu_s(host_pid: int) -> float:
+    """``session_cpu_s`` by a scan of every process (ticks only)."""
     kids: dict[int, list[int]] = {}
     ticks: dict[int, int] = {}
     for name in os.listdir("/proc"):
