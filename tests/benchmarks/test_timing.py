@@ -70,3 +70,58 @@ def test_run_reported_wraps_main_but_not_a_child_mode(
 
 def test_machine_line_keeps_its_form() -> None:
     assert re.fullmatch(r"\d+ CPUs, load average \d+\.\d\d", timing.machine_line())
+
+
+SPIN = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
+
+
+def _spin_under(parent_code: str) -> float:
+    """Run a 0.6 CPU-s busy loop in a child of a child and return the wall seconds taken."""
+    import subprocess
+    import time
+
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-c", parent_code], check=True, timeout=60)
+    return time.monotonic() - t0
+
+
+def test_others_cpu_counts_what_is_not_the_runs_own() -> None:
+    """Another process tree's busy loop is counted; the run's own descendants' is not."""
+    import subprocess
+
+    from benchmarks.others_cpu import OthersCpu
+
+    nested = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {SPIN!r}])\n"
+    with OthersCpu(interval=0.1) as ours:
+        _spin_under(nested)
+    stranger = subprocess.Popen(["sleep", "30"])  # the "run" is this sleeper's tree instead
+    try:
+        with OthersCpu(interval=0.1, root=stranger.pid) as theirs:
+            _spin_under(nested)
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert theirs.seconds >= 0.5, theirs.seconds  # the loop (and its parents) seen as others
+    assert ours.seconds < theirs.seconds - 0.4, (ours.seconds, theirs.seconds)
+    assert ours.scans >= 3 and 0 <= ours.cores < 1
+
+
+def test_a_run_that_is_its_own_load_is_judged_by_the_others_cpu() -> None:
+    from benchmarks.others_cpu import OthersCpu
+
+    out = io.StringIO()
+    report = timing.MachineReport(fork_seconds=0, out=out)
+    report.cores, report.before = 2, (0.5, 0.5, 0.5)
+    others = OthersCpu()
+    others.seconds, others.wall, others.scans = 1.0, 100.0, 50  # 0.01 cores
+    report.others = others
+    report.after = (40.0, 10.0, 3.0)  # the run's own 64 sessions
+    assert report.verdict(10.4, 10) == "met" and report.verdict(9.0, 10) == "not met"
+    others.seconds = 30.0  # 0.3 cores: more than 0.1 of 2
+    assert (
+        report.verdict(10.4, 10) == "not judged: other processes kept 0.30 cores busy (> 0.1 of 2)"
+    )
+    others.seconds, report.before = 1.0, (3.0, 1.0, 1.0)
+    assert report.verdict(10.4, 10) == "not judged: load 3.00 > 2 cores before the run"
+    report.finish()
+    assert "others: processes other than this run's kept 0.01 of 2 cores" in out.getvalue()
