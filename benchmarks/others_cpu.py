@@ -4,7 +4,9 @@ A benchmark that runs 64 sandbox sessions at once raises the 1-minute load avera
 40 on its own, so the load rule of ``timing.MachineReport`` ("no goal judged above the core
 count") could never judge it, busy machine or quiet. ``OthersCpu`` measures what the rule is
 for, other work, directly: a thread scans ``/proc`` every ``interval`` seconds and adds up the
-CPU time (own plus reaped children, clock ticks) of every process that is not the run's own.
+CPU time (own plus reaped children, clock ticks) of every process that is not the run's own;
+for pid 1 its own time only, since init reaps every orphan (a container's shim when the
+container goes, the run's own work).
 
 The run's own processes are the descendants of this process and of the container engine's
 daemons and shims (``dockerd``, ``containerd``, ``containerd-shim``: a ``docker exec``
@@ -20,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable
 
 ENGINES = ("dockerd", "containerd")  # comm prefixes: containerd-shim* too
@@ -39,8 +42,8 @@ def _table() -> dict[int, tuple[int, str, int]]:
             continue
         head, _, tail = raw.rpartition(b")")
         fields = tail.split()
-        try:
-            ticks = sum(int(f) for f in fields[11:15])
+        try:  # init reaps every orphan, the run's own (a container's shim) included
+            ticks = sum(int(f) for f in fields[11 : 13 if name == "1" else 15])
             rows[int(name)] = (
                 int(fields[1]),
                 head.split(b"(", 1)[1].decode(errors="replace"),
@@ -80,6 +83,7 @@ class OthersCpu:
         self.seconds = 0.0  # other processes' CPU seconds so far
         self.wall = 0.0
         self.scans = 0
+        self.by_name: Counter[str] = Counter()  # other processes' CPU seconds by command name
         self._last: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="others-cpu", daemon=True)
@@ -91,12 +95,14 @@ class OthersCpu:
         ours = own_pids(table, [self.root])
         now: dict[int, int] = {}
         grown = 0
-        for pid, (ppid, _, ticks) in table.items():
+        for pid, (ppid, comm, ticks) in table.items():
             if pid in ours or kernel_thread(pid, ppid):
                 continue
             now[pid] = ticks
-            if self.scans:
-                grown += ticks - self._last.get(pid, 0) if ticks >= self._last.get(pid, 0) else 0
+            used = max(0, ticks - self._last.get(pid, 0)) if self.scans else 0
+            if used:
+                grown += used
+                self.by_name[comm] += used / _TICK
         self.seconds += grown / _TICK
         self._last = now
         self.scans += 1
@@ -116,6 +122,11 @@ class OthersCpu:
         self._thread.join()
         self.scan()
         self.wall = time.monotonic() - self._t0
+
+    def top(self, n: int = 3) -> str:
+        """The ``n`` busiest other command names, ``name 1.2 s, ...`` ("none" when idle)."""
+        busiest = [f"{name} {sec:.1f} s" for name, sec in self.by_name.most_common(n) if sec > 0]
+        return ", ".join(busiest) or "none"
 
     @property
     def cores(self) -> float:

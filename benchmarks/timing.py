@@ -188,8 +188,8 @@ class MachineReport:
             self._print(
                 f"others: processes other than this run's kept {self.others.cores:.2f} of "
                 f"{self.cores} cores busy during it ({self.others.seconds:.1f} CPU-s in "
-                f"{self.others.wall:.0f} s; goals judged up to {self.OTHERS_MAX:g} of the "
-                "cores, and with the load below the cores before the run)"
+                f"{self.others.wall:.0f} s, most by {self.others.top()}; goals judged up "
+                f"to {self.OTHERS_MAX:g} of the cores, with the load below them before the run)"
             )
         elif peak > self.cores:
             self._print(
