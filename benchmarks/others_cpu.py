@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterable
 
 ENGINES = ("dockerd", "containerd")  # comm prefixes: containerd-shim* too
@@ -83,7 +82,7 @@ class OthersCpu:
         self.seconds = 0.0  # other processes' CPU seconds so far
         self.wall = 0.0
         self.scans = 0
-        self.by_name: Counter[str] = Counter()  # other processes' CPU seconds by command name
+        self.by_name: dict[str, float] = {}  # other processes' CPU seconds by command name
         self._last: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="others-cpu", daemon=True)
@@ -102,7 +101,7 @@ class OthersCpu:
             used = max(0, ticks - self._last.get(pid, 0)) if self.scans else 0
             if used:
                 grown += used
-                self.by_name[comm] += used / _TICK
+                self.by_name[comm] = self.by_name.get(comm, 0.0) + used / _TICK
         self.seconds += grown / _TICK
         self._last = now
         self.scans += 1
@@ -125,7 +124,8 @@ class OthersCpu:
 
     def top(self, n: int = 3) -> str:
         """The ``n`` busiest other command names, ``name 1.2 s, ...`` ("none" when idle)."""
-        busiest = [f"{name} {sec:.1f} s" for name, sec in self.by_name.most_common(n) if sec > 0]
+        ranked = sorted(self.by_name.items(), key=lambda kv: -kv[1])[:n]
+        busiest = [f"{name} {sec:.1f} s" for name, sec in ranked if sec > 0]
         return ", ".join(busiest) or "none"
 
     @property
