@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from benchmarks.others_cpu import TICK, descendants, process_table
 from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.agent import scripted
 from tasksieve.transforms.agent.config import AgentConfig
@@ -252,25 +253,8 @@ def session_cpu_s(host_pid: int | None) -> float:
 
 def _scanned_cpu_s(host_pid: int) -> float:
     """``session_cpu_s`` by a scan of every process (ticks only)."""
-    kids: dict[int, list[int]] = {}
-    ticks: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        pid = int(name)
-        ticks[pid] = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
-        kids.setdefault(int(fields[1]), []).append(pid)
-    todo, total = [host_pid], 0
-    while todo:
-        pid = todo.pop()
-        total += ticks.get(pid, 0)
-        todo += kids.get(pid, [])
-    return total / os.sysconf("SC_CLK_TCK")
+    table = process_table()
+    return sum(table[pid][2] for pid in descendants(table, [host_pid])) / TICK
 
 
 def thread_cpu_s() -> float:
@@ -282,9 +266,9 @@ def thread_cpu_s() -> float:
 class Metered:
     """A sandbox whose process-backend sessions add their CPU to ``sandbox_s`` when closed.
 
-    Reading a session's CPU scans every process of the machine, a cost that grows with the
-    sessions alive; what the scans cost this process is kept apart in ``meter_s`` (the
-    benchmark takes it off this run's CPU: it is the measurement's, not the sandbox's)."""
+    Reading a session's CPU walks its process tree (``session_cpu_s``); what the readings
+    cost this process is kept apart in ``meter_s`` (the benchmark takes it off this run's CPU:
+    it is the measurement's, not the sandbox's)."""
 
     def __init__(self, inner: Sandbox) -> None:
         self.inner, self.sandbox_s, self.meter_s = inner, 0.0, 0.0

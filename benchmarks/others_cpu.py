@@ -25,10 +25,10 @@ import time
 from collections.abc import Iterable
 
 ENGINES = ("dockerd", "containerd")  # comm prefixes: containerd-shim* too
-_TICK = os.sysconf("SC_CLK_TCK")
+TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _table() -> dict[int, tuple[int, str, int]]:
+def process_table() -> dict[int, tuple[int, str, int]]:
     """pid -> (parent pid, command name, CPU ticks used and reaped)."""
     rows: dict[int, tuple[int, str, int]] = {}
     for name in os.listdir("/proc"):
@@ -53,12 +53,12 @@ def _table() -> dict[int, tuple[int, str, int]]:
     return rows
 
 
-def own_pids(table: dict[int, tuple[int, str, int]], roots: Iterable[int]) -> set[int]:
-    """``roots``, the engines' daemons and shims, and every descendant of any of them."""
+def descendants(table: dict[int, tuple[int, str, int]], roots: Iterable[int]) -> set[int]:
+    """``roots`` and every descendant of any of them in ``table``."""
     kids: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
         kids.setdefault(ppid, []).append(pid)
-    todo = [*roots, *(p for p, (_, comm, _) in table.items() if comm.startswith(ENGINES))]
+    todo = list(roots)
     seen: set[int] = set()
     while todo:
         pid = todo.pop()
@@ -66,6 +66,12 @@ def own_pids(table: dict[int, tuple[int, str, int]], roots: Iterable[int]) -> se
             seen.add(pid)
             todo += kids.get(pid, [])
     return seen
+
+
+def own_pids(table: dict[int, tuple[int, str, int]], roots: Iterable[int]) -> set[int]:
+    """``roots``, the engines' daemons and shims, and every descendant of any of them."""
+    engines = (p for p, (_, comm, _) in table.items() if comm.startswith(ENGINES))
+    return descendants(table, [*roots, *engines])
 
 
 def kernel_thread(pid: int, ppid: int) -> bool:
@@ -90,7 +96,7 @@ class OthersCpu:
 
     def scan(self) -> None:
         """Add what other processes used since the last scan (the first scan only records)."""
-        table = _table()
+        table = process_table()
         ours = own_pids(table, [self.root])
         now: dict[int, int] = {}
         grown = 0
@@ -101,8 +107,8 @@ class OthersCpu:
             used = max(0, ticks - self._last.get(pid, 0)) if self.scans else 0
             if used:
                 grown += used
-                self.by_name[comm] = self.by_name.get(comm, 0.0) + used / _TICK
-        self.seconds += grown / _TICK
+                self.by_name[comm] = self.by_name.get(comm, 0.0) + used / TICK
+        self.seconds += grown / TICK
         self._last = now
         self.scans += 1
 

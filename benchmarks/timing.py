@@ -209,17 +209,18 @@ class MachineReport:
         With ``others`` set (a run that is itself the load: 64 sessions at once raise the load
         average to about 40 on 2 cores), the load before the run and the CPU that other
         processes used during it (``OthersCpu``) decide instead of the peak load."""
-        problem = self._others_problem() if self.others is not None else None
-        peak = self.peak_load()
-        if self.others is None and peak > self.cores:
-            problem = f"load {peak:.2f} > {self.cores} cores"
+        problem = self.problem()
         if problem is not None:
             return f"not judged: {problem}"
         ok = ratio >= target if higher else ratio <= target
         return "met" if ok else "not met"
 
-    def _others_problem(self) -> str | None:
-        assert self.others is not None
+    def problem(self) -> str | None:
+        """Why no goal may be judged now (None: it may): the peak load, or with ``others``
+        set, the load before the run and other processes' CPU."""
+        if self.others is None:
+            peak = self.peak_load()
+            return f"load {peak:.2f} > {self.cores} cores" if peak > self.cores else None
         before = self.before[0] if self.before is not None else loads()[0]
         if before > self.cores:
             return f"load {before:.2f} > {self.cores} cores before the run"
@@ -286,8 +287,8 @@ def overloaded() -> str | None:
     """``not judged: load X > N cores`` when the load seen so far exceeded the cores, else
     None (for scripts whose goal is not one ratio)."""
     report = _ACTIVE[-1] if _ACTIVE else MachineReport(fork_seconds=0)
-    peak = report.peak_load()
-    return f"not judged: load {peak:.2f} > {report.cores} cores" if peak > report.cores else None
+    problem = report.problem()
+    return None if problem is None else f"not judged: {problem}"
 
 
 def run_reported(main: Callable[[], int | None], skip_if: str | None = None) -> int:

@@ -130,9 +130,9 @@ def build_root(cfg: dict[str, Any], body: bytes) -> None:
 def hide_dirs(paths: list[str]) -> None:
     """Cover each existing directory of ``paths`` with an empty read-only tmpfs (a session's
     view of the host interpreter's own site-packages; see ``binds.base_site_dirs``)."""
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY
     for path in paths:
         if os.path.isdir(path):
-            flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY
             _mount("tasksieve-hidden", path, "tmpfs", flags, "size=4k,mode=0555")
 
 
