@@ -157,6 +157,8 @@ def test_nothing_left_running_after(docker_sandbox):
 
 
 def test_pool_reuses_clean_containers(docker_sandbox):
+    for worker in list(docker_sandbox.pool._workers):  # an earlier test's replacement, if any,
+        worker.join(timeout=60)  # creates its container in the background: not this test's
     py(docker_sandbox, "pass")
     created = docker_sandbox.pool.created
     for _ in range(3):
