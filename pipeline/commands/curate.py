@@ -110,6 +110,7 @@ def curate_config(args: argparse.Namespace, beam_args: Sequence[str]) -> CurateC
             samples=args.samples,
             max_new_tokens=args.max_new_tokens,
             batch_size=args.batch_size,
+            dtype=args.dtype,
             temperature=args.temperature,
             seed=args.seed,
             replay_path=args.replay,

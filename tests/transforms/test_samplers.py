@@ -22,6 +22,7 @@ from tasksieve.transforms.samplers import (
     model_id,
     render_messages,
 )
+from tasksieve.transforms.samplers.precision import native_bf16
 from tasksieve.transforms.samplers.replay import ReplayFileError, read_replay
 
 HAVE_TORCH = all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
@@ -130,6 +131,7 @@ def test_extract_prefers_family_language_over_untagged() -> None:
         ({"top_p": 1.5}, "top_p must be in (0, 1]"),
         ({"batch_size": 0}, "batch_size must be >= 1"),
         ({"seed": -1}, "seed must be >= 0"),
+        ({"dtype": "float16"}, "dtype must be one of auto, float32, bfloat16, got 'float16'"),
         ({"backend": "sglang"}, "backend must be one of transformers, replay"),
         ({"backend": "replay"}, "backend 'replay' needs replay_path"),
         ({"replay_path": "x.jsonl"}, "replay_path is only used by backend 'replay'"),
@@ -142,7 +144,10 @@ def test_config_rejects(kwargs: dict[str, object], message: str) -> None:
 
 def test_model_id() -> None:
     assert model_id(SamplerConfig()).startswith("HuggingFaceTB/SmolLM2-135M-Instruct")
-    assert model_id(SamplerConfig(model="/models/x")) == "/models/x"
+    assert model_id(SamplerConfig(model="/models/x", dtype="float32")) == "/models/x"
+    assert model_id(SamplerConfig(model="/models/x", dtype="bfloat16")) == "/models/x @bfloat16"
+    auto = model_id(SamplerConfig(model="/models/x"))
+    assert auto == ("/models/x @bfloat16" if native_bf16() else "/models/x")
     assert model_id(SamplerConfig(backend="replay", replay_path="r.jsonl")) == "r.jsonl"
 
 

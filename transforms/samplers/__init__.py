@@ -20,6 +20,7 @@ from tasksieve.transforms.samplers.config import (
 from tasksieve.transforms.samplers.errors import SamplerUnavailable
 from tasksieve.transforms.samplers.extract import extract_solution
 from tasksieve.transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
+from tasksieve.transforms.samplers.precision import resolved_dtype, with_dtype
 from tasksieve.transforms.samplers.prompts import render_messages
 
 if TYPE_CHECKING:  # apache_beam.ml imports torch when installed: keep it off the import path
@@ -64,4 +65,6 @@ def model_id(cfg: SamplerConfig) -> str:
     """The model identifier recorded in rollouts and the manifest for ``cfg``."""
     if cfg.backend == "replay":
         return cfg.replay_path or "replay"
+    if cfg.backend == "transformers":
+        return with_dtype(cfg.model or DEFAULT_MODEL_ID, resolved_dtype(cfg.dtype))
     return cfg.model or DEFAULT_MODEL_ID

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tasksieve.transforms.samplers.precision import DTYPES
 from tasksieve.transforms.samplers.vllm_args import check_vllm_fields
 
 BACKENDS: tuple[str, ...] = ("transformers", "replay", "openai", "vllm")
@@ -27,6 +28,7 @@ class SamplerConfig:
     replay_path: str | None = None
     cache_dir: str | None = None
     stop_after_code: bool = True  # end a sample once its fenced code block is closed
+    dtype: str = "auto"  # transformers: auto, float32 or bfloat16 (see samplers.precision)
     stop: tuple[str, ...] = ()  # stop sequences passed to a server (openai backend)
     # openai backend: an OpenAI-compatible server (see tasksieve.transforms.samplers.openai_sampler)
     endpoint: str | None = None
@@ -57,6 +59,8 @@ class SamplerConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.backend == "replay" and not self.replay_path:

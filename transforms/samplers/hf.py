@@ -1,11 +1,14 @@
 """Transformers-on-CPU sampler as a Beam ModelHandler.
 
 Sampling is seeded per (cfg.seed, task_id, sample index): each generated row has its own
-``torch.Generator``, so a task's samples do not depend on which other tasks share its batch
-or on K (sample j is the same for K=2 and K=8). Temperature and top-p are applied by our own
-logits processor, which picks the token and hands greedy decoding a one-token choice.
+``torch.Generator``, so in float32 a task's samples do not depend on which other tasks share
+its batch or on K (sample j is the same for K=2 and K=8). Temperature and top-p are applied by
+our own logits processor, which picks the token and hands greedy decoding a one-token choice.
 What it does NOT guarantee: bit-identical samples across different torch builds, thread
-counts or batch paddings (float rounding can flip a near-tie token, rarely).
+counts or batch shapes. In float32 a shape's float rounding flips a near-tie token rarely; in
+bfloat16 (``cfg.dtype`` ``auto`` on a CPU with bfloat16 units, ``samplers.precision``) the
+matrix kernels round one row differently with other rows beside it often enough that a task's
+samples change with its batch. The same batch still draws the same samples.
 
 Threads: torch gets ``cpu_threads()`` (the CPUs this process may use, cgroup quota included),
 OpenMP threads sleep rather than spin while they wait (``transforms.runtime.omp_env``), and one
@@ -37,6 +40,7 @@ from tasksieve.transforms.samplers.config import (
 )
 from tasksieve.transforms.samplers.decode import backtick_ids, decode, fence_closed
 from tasksieve.transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_default_model
+from tasksieve.transforms.samplers.precision import resolved_dtype, with_dtype
 from tasksieve.transforms.samplers.prompts import prompt_hash, render_messages
 from tasksieve.transforms.samplers.seeds import request_seed
 
@@ -179,6 +183,7 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         self._cfg = cfg
         self._batched = batched
         self._decode = decode
+        self.dtype = resolved_dtype(cfg.dtype)  # where the handler is built: see load_model
 
     def batch_elements_kwargs(self) -> Mapping[str, Any]:
         """``cfg.batch_size`` tasks per inference call (fewer only at a bundle's end).
@@ -192,10 +197,16 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
 
     def model_id(self) -> str:
         """The model identifier recorded with every sample."""
-        return self._cfg.model or DEFAULT_MODEL_ID
+        return with_dtype(self._cfg.model or DEFAULT_MODEL_ID, self.dtype)
 
     def load_model(self) -> LoadedModel:
-        """Load tokenizer and float32 model on CPU in eval mode (converting the default once)."""
+        """Load tokenizer and model on CPU in eval mode (converting the default once).
+
+        The model computes in ``self.dtype``: bfloat16 where this CPU multiplies it natively
+        and ``cfg.dtype`` is ``auto`` (``samplers.precision``). ``auto`` is resolved again here,
+        on the worker: a handler built on one machine and run on another takes the worker's
+        format, and its samples record it.
+        """
         torch = _need_torch()
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -216,11 +227,14 @@ class TransformersModelHandler(ModelHandler[SampleRequest, Samples, LoadedModel]
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         auto: Any = AutoModelForCausalLM  # its from_pretrained is mis-typed for mypy
-        model = auto.from_pretrained(path, dtype=torch.float32)
+        self.dtype = resolved_dtype(self._cfg.dtype)
+        model = auto.from_pretrained(path, dtype=getattr(torch, self.dtype))
         model.to("cpu")
         model.eval()
         load_s = time.monotonic() - start
-        _LOG.info("loaded %s in %.1fs (%d threads)", path, load_s, torch.get_num_threads())
+        _LOG.info(
+            "loaded %s in %.1fs (%s, %d threads)", path, load_s, self.dtype, torch.get_num_threads()
+        )
         return LoadedModel(tokenizer, model, load_s)
 
     def run_inference(
