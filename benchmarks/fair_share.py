@@ -18,6 +18,12 @@ does more work under load (retries, timeouts hit).
 The load average is printed before and after, and before each run alone; the goal is judged
 on the latter (the busy processes themselves raise the load read after the runs): a machine
 already loaded by others before an alone run has no quiet baseline, and the script says so.
+The busy processes of one round leave the 1-minute load average above the cores for a minute
+or so after they stop (it decays with a one-minute time constant), so before each alone run
+the script waits, up to ``--settle`` seconds, for it to fall within the cores; and during each
+alone run it adds up other processes' CPU (``benchmarks.others_cpu``: everything that is not
+this script's own process tree), which must stay within a tenth of the cores for the goal to
+be judged.
 
 Run: ``PYTHONPATH=. python -m benchmarks.fair_share [--rounds 1] [--per-family 2] [--json F]``
 (``make demo-inputs`` first, for the imported repo tasks).
@@ -32,10 +38,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.demo_costs import measure
+from benchmarks.others_cpu import OthersCpu
 from benchmarks.timing import MachineReport
 
 BUSY = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    pass\n"
@@ -81,6 +89,17 @@ class Busy:
             p.wait()
 
 
+def settle(cores: int, most_s: float, poll_s: float = 5.0) -> tuple[float, float]:
+    """Wait until the 1-minute load average is within ``cores`` (at most ``most_s`` seconds);
+    return the load then and the seconds waited."""
+    start = time.monotonic()
+    load = os.getloadavg()[0]
+    while load > cores and time.monotonic() - start < most_s:
+        time.sleep(poll_s)
+        load = os.getloadavg()[0]
+    return load, time.monotonic() - start
+
+
 def per_stage(runs: list[dict[str, Any]], field: str) -> dict[str, float]:
     """The median of ``field`` (``stage_s`` or ``thread_cpu_s``) per stage over ``runs``."""
     names = {k for r in runs for k in r[field]}
@@ -121,6 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--busy", type=int, default=2, help="busy processes beside the run")
     ap.add_argument("--busy-limit", type=float, default=1800.0)
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=300.0,
+        help="seconds to wait, at most, for the load to fall within the cores before an "
+        "alone run (default 300)",
+    )
     ap.add_argument("--json", type=Path)
     ap.add_argument("extra", nargs="*", help="more curate flags, after --")
     args = ap.parse_args(argv)
@@ -131,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     alone: list[dict[str, Any]] = []
     busy: list[dict[str, Any]] = []
     before_alone: list[float] = []  # the busy processes raise the load read after the runs
+    others_alone: list[float] = []  # other processes' cores busy during each alone run
+    cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="fair-share-") as tmp:
         tasks = Path(tmp) / "tasks"
         tasks.mkdir()
@@ -138,8 +166,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n} example tasks (+ the imported ones), {args.rounds} round(s)", flush=True)
         for r in range(args.rounds):
             out = Path(tmp) / f"out-{r}"
-            before_alone.append(os.getloadavg()[0])
-            alone.append(measure(args.demo_in, out, extra, str(tasks)))
+            load, waited = settle(cores, args.settle)
+            if waited >= 1:
+                print(f"waited {waited:.0f} s for the load to settle: {load:.2f}", flush=True)
+            before_alone.append(load)
+            with OthersCpu() as others:
+                alone.append(measure(args.demo_in, out, extra, str(tasks)))
+            others_alone.append(others.cores)
+            print(f"others during the alone run: {others.cores:.3f} cores ({others.top()})")
             with Busy(args.busy, args.busy_limit):
                 busy.append(measure(args.demo_in, out, extra, str(tasks)))
             print(
@@ -150,14 +184,19 @@ def main(argv: list[str] | None = None) -> int:
     machine.finish()
     text, worst = table(alone, busy)
     print(text)
-    cores = os.cpu_count() or 1
     print(f"worst stage: {worst:.2f}x next to {args.busy} busy processes on {cores} cores")
     peak = max(before_alone)
     print(f"load average before the 'alone' runs: {', '.join(f'{x:.2f}' for x in before_alone)}")
+    print(f"other processes during them: {', '.join(f'{x:.3f}' for x in others_alone)} cores")
     if peak > cores:
         print(
             f"not judged: load {peak:.2f} > {cores} cores before an 'alone' run, so it was not "
             "alone"
+        )
+    elif max(others_alone) > 0.1 * cores:
+        print(
+            f"not judged: other processes used {max(others_alone):.2f} cores during an 'alone' "
+            f"run (more than {0.1 * cores:.1f}), so it was not alone"
         )
     else:
         print(f"goal no stage more than doubles: {'met' if worst <= 2.0 else 'not met'}")

@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks import demo_rows
 from benchmarks.demo_costs import Meter, demo_argv, measure
-from benchmarks.fair_share import Busy, subset
+from benchmarks.fair_share import Busy, settle, subset
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -117,3 +117,10 @@ def test_a_measured_run_and_its_rows(tmp_path: Path) -> None:
     assert len(diffs) == 1, diffs
     assert demo_rows.main([str(out), str(other)]) == 1
     assert demo_rows.main([str(out), str(out)]) == 0
+
+
+def test_settle_waits_for_the_load_only_while_it_is_above_the_cores() -> None:
+    load, waited = settle(10_000, most_s=5.0)
+    assert waited < 1.0 and load >= 0  # within the cores already: no wait
+    load, waited = settle(-1, most_s=0.3, poll_s=0.05)  # never within: gives up at most_s
+    assert 0.3 <= waited < 2.0

@@ -47,3 +47,13 @@ def test_flags_are_read_from_the_first_cpu(tmp_path: Path) -> None:
     )
     assert cpu_flags(str(info)) == {"fpu", "avx2", "amx_bf16"}
     assert cpu_flags(str(tmp_path / "missing")) == frozenset()
+
+
+def test_the_rollout_cache_keys_the_format() -> None:
+    from tasksieve.transforms.rollouts.cache.sampler import model_description
+    from tasksieve.transforms.samplers import SamplerConfig
+
+    f32 = model_description(SamplerConfig(dtype="float32"))
+    bf16 = model_description(SamplerConfig(dtype="bfloat16"))
+    assert f32 != bf16
+    assert f32["id"] == model_description(SamplerConfig(dtype="float32"))["id"]
