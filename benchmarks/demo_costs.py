@@ -235,6 +235,7 @@ def child(argv: list[str], result_file: str) -> None:
 
 
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+GROUP_PREFIX = "demo-costs-"  # the name of every run's group starts with it
 
 
 def cpu_group() -> Path | None:
@@ -244,7 +245,7 @@ def cpu_group() -> Path | None:
     misses them, and most runs end between two samples); a cgroup counts every process that
     ever ran in it, reaped or not."""
     try:
-        path = CPUACCT / f"demo-costs-{os.getpid()}-{time.monotonic_ns()}"
+        path = CPUACCT / f"{GROUP_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
         path.mkdir()
         return path
     except OSError:

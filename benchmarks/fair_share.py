@@ -22,8 +22,8 @@ The busy processes of one round leave the 1-minute load average above the cores 
 or so after they stop (it decays with a one-minute time constant), so before each alone run
 the script waits, up to ``--settle`` seconds, for it to fall within the cores; and during each
 alone run it adds up other processes' CPU (``benchmarks.others_cpu``: everything that is not
-this script's own process tree), which must stay within a tenth of the cores for the goal to
-be judged.
+this script's own process tree or the run's ``cpuacct`` cgroup, which keeps a sandbox process
+reparented to init), which must stay within a tenth of the cores for the goal to be judged.
 
 Run: ``PYTHONPATH=. python -m benchmarks.fair_share [--rounds 1] [--per-family 2] [--json F]``
 (``make demo-inputs`` first, for the imported repo tasks).
@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.demo_costs import measure
+from benchmarks.demo_costs import GROUP_PREFIX, measure
 from benchmarks.others_cpu import OthersCpu
 from benchmarks.timing import MachineReport
 
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             if waited >= 1:
                 print(f"waited {waited:.0f} s for the load to settle: {load:.2f}", flush=True)
             before_alone.append(load)
-            with OthersCpu() as others:
+            with OthersCpu(own_cgroups=(f"/{GROUP_PREFIX}",)) as others:
                 alone.append(measure(args.demo_in, out, extra, str(tasks)))
             others_alone.append(others.cores)
             print(f"others during the alone run: {others.cores:.3f} cores ({others.top()})")

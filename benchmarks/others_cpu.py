@@ -10,7 +10,10 @@ container goes, the run's own work).
 
 The run's own processes are the descendants of this process and of the container engine's
 daemons and shims (``dockerd``, ``containerd``, ``containerd-shim``: a ``docker exec``
-baseline runs there); kernel threads serve everyone and are left out. A process seen in two
+baseline runs there), and, where a caller names cgroups (``own_cgroups``: path prefixes such as
+``/demo-costs-``), every process in one of them and its descendants: a sandbox process whose
+parent exited is reparented to init and is no descendant any more, but it stays in the cgroup
+it was started in. Kernel threads serve everyone and are left out. A process seen in two
 scans counts its growth between them, one first seen counts all it has used (it started
 during the run), so a short-lived process of another user that starts and ends between two
 scans is seen only through its parent's reaped time. One scan of about 500 processes costs
@@ -74,6 +77,16 @@ def own_pids(table: dict[int, tuple[int, str, int]], roots: Iterable[int]) -> se
     return descendants(table, [*roots, *engines])
 
 
+def in_cgroups(pid: int, prefixes: tuple[str, ...]) -> bool:
+    """The process is in a cgroup whose path starts with one of ``prefixes`` (any hierarchy)."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as fh:
+            paths = [line.rstrip("\n").split(":", 2)[-1] for line in fh]
+    except OSError:
+        return False
+    return any(path.startswith(prefixes) for path in paths)
+
+
 def kernel_thread(pid: int, ppid: int) -> bool:
     return pid == 2 or ppid == 2
 
@@ -82,9 +95,13 @@ class OthersCpu:
     """Use as ``with OthersCpu() as others: ...``; then ``others.cores`` is the average number
     of cores that other processes kept busy (CPU seconds over wall seconds)."""
 
-    def __init__(self, interval: float = 2.0, root: int | None = None) -> None:
+    def __init__(
+        self, interval: float = 2.0, root: int | None = None, own_cgroups: tuple[str, ...] = ()
+    ) -> None:
         self.interval = interval
         self.root = os.getpid() if root is None else root
+        self.own_cgroups = own_cgroups
+        self._grouped: set[int] = set()  # pids seen in one of own_cgroups
         self.seconds = 0.0  # other processes' CPU seconds so far
         self.wall = 0.0
         self.scans = 0
@@ -98,6 +115,14 @@ class OthersCpu:
         """Add what other processes used since the last scan (the first scan only records)."""
         table = process_table()
         ours = own_pids(table, [self.root])
+        if self.own_cgroups:
+            # once seen in a group, a process stays the run's own: an exited one waiting for
+            # init to reap it has already left its cgroups
+            self._grouped = {p for p in self._grouped if p in table}
+            self._grouped.update(
+                p for p in table if p not in ours and in_cgroups(p, self.own_cgroups)
+            )
+            ours |= descendants(table, self._grouped)
         now: dict[int, int] = {}
         grown = 0
         for pid, (ppid, comm, ticks) in table.items():

@@ -61,6 +61,21 @@ def requests(per_family: int, families: tuple[str, ...]) -> list[SampleRequest]:
     return out
 
 
+def parser(doc: str, per_family: int) -> argparse.ArgumentParser:
+    """The flags the sampler benchmarks share: which prompts, how many samples, the rounds."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument(
+        "--per-family", type=int, default=per_family, help=f"tasks per family ({per_family})"
+    )
+    p.add_argument("--families", default=",".join(FAMILIES), help="comma-separated families")
+    p.add_argument("--samples", type=int, default=4, help="K per task (default 4, as curate)")
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--json", help="write the figures here")
+    return p
+
+
 @dataclass
 class Run:
     wall: float
@@ -82,20 +97,13 @@ def draw(setup: str, reqs: list[SampleRequest], model: Any, args: argparse.Names
             texts += comps
             # generate pads a finished row with the end token, which the count cannot tell
             # from a real one; the loop's rows hold no padding
-            tokens += sum(m.completion_tokens for m in metas)
+            tokens += sum(m.completion_tokens or 0 for m in metas)
     return Run(time.perf_counter() - wall, time.process_time() - cpu, tokens, texts)
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--per-family", type=int, default=4, help="tasks of each family (default 4)")
-    p.add_argument("--families", default=",".join(FAMILIES), help="comma-separated families")
-    p.add_argument("--samples", type=int, default=4, help="K per task (default 4, as curate)")
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rounds", type=int, default=2)
+    p = parser(__doc__ or "", per_family=4)
     p.add_argument("--setups", default=",".join(SETUPS), help="comma-separated setups")
-    p.add_argument("--json", help="write the figures here")
     args = p.parse_args()
     print(command_line("benchmarks.sampler_decode"))
     setups = args.setups.split(",")

@@ -24,24 +24,15 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.sampler_decode import FAMILIES, requests
+from benchmarks.sampler_decode import Run, parser, requests
 from benchmarks.timing import command_line, median, rotated, run_reported
 from tasksieve.transforms.samplers import SamplerConfig, SampleRequest
 from tasksieve.transforms.samplers.hf import TransformersModelHandler
 
 DTYPES = ("float32", "bfloat16")
-
-
-@dataclass
-class Run:
-    wall: float
-    cpu: float
-    tokens: int
-    texts: list[str]
 
 
 def draw(dtype: str, reqs: list[SampleRequest], model: Any, args: argparse.Namespace) -> Run:
@@ -55,20 +46,12 @@ def draw(dtype: str, reqs: list[SampleRequest], model: Any, args: argparse.Names
     for i in range(0, len(reqs), cfg.batch_size):
         for comps, metas in handler.draw(reqs[i : i + cfg.batch_size], model):
             texts += comps
-            tokens += sum(m.completion_tokens for m in metas)
+            tokens += sum(m.completion_tokens or 0 for m in metas)
     return Run(time.perf_counter() - wall, time.process_time() - cpu, tokens, texts)
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--per-family", type=int, default=2, help="tasks of each family (default 2)")
-    p.add_argument("--families", default=",".join(FAMILIES), help="comma-separated families")
-    p.add_argument("--samples", type=int, default=4, help="K per task (default 4, as curate)")
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--json", help="write the figures here")
-    args = p.parse_args()
+    args = parser(__doc__ or "", per_family=2).parse_args()
     print(command_line("benchmarks.sampler_dtype"))
     reqs = requests(args.per_family, tuple(args.families.split(",")))
     models = {d: TransformersModelHandler(SamplerConfig(dtype=d)).load_model() for d in DTYPES}

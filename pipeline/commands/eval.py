@@ -13,7 +13,7 @@ import sys
 
 from tasksieve.pipeline.flags.agent import add_agent_flags
 from tasksieve.pipeline.flags.repo import add_snapshot_store_flag
-from tasksieve.pipeline.flags.sampler import add_server_flags
+from tasksieve.pipeline.flags.sampler import add_dtype_flag, add_server_flags
 from tasksieve.pipeline.flags.shared import add_format_flag, positive_int
 from tasksieve.pipeline.flags.turns import add_episode_flags
 from tasksieve.pipeline.flags.vllm import add_vllm_flags
@@ -74,13 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=8,
         help="tasks per model call of the transformers sampler (default 8; each holds K rows)",
     )
-    p.add_argument(
-        "--dtype",
-        choices=["auto", "float32", "bfloat16"],
-        default="auto",
-        help="number format of the transformers sampler (default auto: bfloat16 where the CPU "
-        "has bfloat16 units, else float32)",
-    )
+    add_dtype_flag(p)
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=0)
     add_server_flags(p)

@@ -15,6 +15,17 @@ from typing import Any
 from tasksieve.pipeline.flags.shared import positive_int
 
 
+def add_dtype_flag(p: argparse.ArgumentParser) -> None:
+    """``--dtype``: the transformers sampler's number format (``samplers.precision``)."""
+    p.add_argument(
+        "--dtype",
+        choices=["auto", "float32", "bfloat16"],
+        default="auto",
+        help="number format of the transformers sampler (default auto: bfloat16 where the CPU "
+        "has bfloat16 units, else float32)",
+    )
+
+
 def add_server_flags(p: argparse.ArgumentParser) -> None:
     """Flags of ``--sampler openai`` (and ``--top-p``, ``--stop``, used by servers)."""
     g = p.add_argument_group("OpenAI-compatible server (--sampler openai)")

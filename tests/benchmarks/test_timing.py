@@ -125,3 +125,56 @@ def test_a_run_that_is_its_own_load_is_judged_by_the_others_cpu() -> None:
     assert report.verdict(10.4, 10) == "not judged: load 3.00 > 2 cores before the run"
     report.finish()
     assert "others: processes other than this run's kept 0.01 of 2 cores" in out.getvalue()
+
+
+def _cpuacct_group() -> str | None:
+    """A fresh cpuacct cgroup's path (cgroup v1, as root), or None where none can be made."""
+    import os
+    import time
+    from pathlib import Path
+
+    path = Path("/sys/fs/cgroup/cpuacct") / f"test-others-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        path.mkdir()
+    except OSError:
+        return None
+    return str(path)
+
+
+def test_an_orphan_in_the_runs_cgroup_is_the_runs_own() -> None:
+    """A process whose parent exited (reparented to init, as a sandbox's can be) is counted as
+    other work unless the run's cgroup is named; named, it is the run's own."""
+    import os
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from benchmarks.others_cpu import OthersCpu, in_cgroups
+
+    group = _cpuacct_group()
+    if group is None:
+        pytest.skip("no cpuacct cgroup can be made here (needs root and cgroup v1)")
+    name = "/" + Path(group).name
+    # the child joins the group, starts a spinner in its own session and exits at once
+    orphaning = (
+        "import os, subprocess, sys\n"
+        f"open({group + '/cgroup.procs'!r}, 'w').write(str(os.getpid()))\n"
+        f"subprocess.Popen([sys.executable, '-c', {SPIN!r}], start_new_session=True)\n"
+    )
+    try:
+        seen = {}
+        for label, groups in (("unnamed", ()), ("named", (name,))):
+            with OthersCpu(interval=0.1, own_cgroups=groups) as others:
+                subprocess.run([sys.executable, "-c", orphaning], check=True, timeout=60)
+                deadline = time.monotonic() + 20
+                while (
+                    time.monotonic() < deadline
+                    and (Path(group) / "cgroup.procs").read_text().strip()
+                ):
+                    time.sleep(0.1)  # until the orphaned spinner has ended
+            seen[label] = others.seconds
+        assert seen["unnamed"] >= 0.4, seen  # reparented to init: seen as another's work
+        assert seen["named"] < seen["unnamed"] - 0.3, seen
+        assert in_cgroups(os.getpid(), ("/",)) and not in_cgroups(os.getpid(), (name,))
+    finally:
+        os.rmdir(group)
