@@ -11,9 +11,12 @@ container goes, the run's own work).
 The run's own processes are the descendants of this process and of the container engine's
 daemons and shims (``dockerd``, ``containerd``, ``containerd-shim``: a ``docker exec``
 baseline runs there), and, where a caller names cgroups (``own_cgroups``: path prefixes such as
-``/demo-costs-``), every process in one of them and its descendants: a sandbox process whose
-parent exited is reparented to init and is no descendant any more, but it stays in the cgroup
-it was started in. Kernel threads serve everyone and are left out. A process seen in two
+``/demo-costs-``), every process in one of them and its descendants. A process found to be
+the run's own stays so while it lives: a sandbox process whose parent exited is reparented to
+init and is no descendant any more, and one that exited waits there to be reaped, holding what
+its children used. A process that is reparented before a scan first sees it is found only
+through its cgroup, so name the run's cgroups where it has them. Kernel threads serve everyone
+and are left out. A process seen in two
 scans counts its growth between them, one first seen counts all it has used (it started
 during the run), so a short-lived process of another user that starts and ends between two
 scans is seen only through its parent's reaped time. One scan of about 500 processes costs
@@ -101,7 +104,7 @@ class OthersCpu:
         self.interval = interval
         self.root = os.getpid() if root is None else root
         self.own_cgroups = own_cgroups
-        self._grouped: set[int] = set()  # pids seen in one of own_cgroups
+        self._own: set[int] = set()  # the run's own pids at the last scan
         self.seconds = 0.0  # other processes' CPU seconds so far
         self.wall = 0.0
         self.scans = 0
@@ -114,15 +117,14 @@ class OthersCpu:
     def scan(self) -> None:
         """Add what other processes used since the last scan (the first scan only records)."""
         table = process_table()
-        ours = own_pids(table, [self.root])
+        # once the run's own, a process stays so while it lives: one whose parent exited is
+        # reparented to init, and one that exited waits there to be reaped (out of its
+        # cgroups by then) with everything its children used
+        ours = own_pids(table, [self.root, *(self._own & table.keys())])
         if self.own_cgroups:
-            # once seen in a group, a process stays the run's own: an exited one waiting for
-            # init to reap it has already left its cgroups
-            self._grouped = {p for p in self._grouped if p in table}
-            self._grouped.update(
-                p for p in table if p not in ours and in_cgroups(p, self.own_cgroups)
-            )
-            ours |= descendants(table, self._grouped)
+            grouped = [p for p in table if p not in ours and in_cgroups(p, self.own_cgroups)]
+            ours |= descendants(table, grouped)
+        self._own = ours
         now: dict[int, int] = {}
         grown = 0
         for pid, (ppid, comm, ticks) in table.items():

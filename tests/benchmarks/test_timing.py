@@ -155,11 +155,13 @@ def test_an_orphan_in_the_runs_cgroup_is_the_runs_own() -> None:
     if group is None:
         pytest.skip("no cpuacct cgroup can be made here (needs root and cgroup v1)")
     name = "/" + Path(group).name
-    # the child joins the group, starts a spinner in its own session and exits at once
+    # the child joins the group and forks a spinner, exiting in the same instant: no scan
+    # sees the spinner before it is reparented to init
     orphaning = (
-        "import os, subprocess, sys\n"
+        "import os\n"
         f"open({group + '/cgroup.procs'!r}, 'w').write(str(os.getpid()))\n"
-        f"subprocess.Popen([sys.executable, '-c', {SPIN!r}], start_new_session=True)\n"
+        "if os.fork():\n    os._exit(0)\n"
+        f"exec({SPIN!r})\n"
     )
     try:
         seen = {}
@@ -178,3 +180,28 @@ def test_an_orphan_in_the_runs_cgroup_is_the_runs_own() -> None:
         assert in_cgroups(os.getpid(), ("/",)) and not in_cgroups(os.getpid(), (name,))
     finally:
         os.rmdir(group)
+
+
+def test_a_process_seen_as_the_runs_own_stays_so_once_reparented() -> None:
+    """A spinner that a scan saw under its parent stays the run's own after the parent exits."""
+    import os
+    import subprocess
+    import time
+
+    from benchmarks.others_cpu import OthersCpu
+
+    late_orphan = (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {SPIN!r}], start_new_session=True)\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(0.4)\n"  # scans see the spinner as this process's child first
+    )
+    with OthersCpu(interval=0.05) as others:
+        done = subprocess.run(
+            [sys.executable, "-c", late_orphan], check=True, timeout=60, capture_output=True
+        )
+        spinner = int(done.stdout.split()[0])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{spinner}"):
+            time.sleep(0.05)  # until init has reaped the orphan
+    assert others.seconds < 0.3, (others.seconds, others.by_name)
