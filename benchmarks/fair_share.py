@@ -153,7 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.demo_in / "swebench.jsonl").exists():
         raise SystemExit(f"{args.demo_in}/swebench.jsonl is missing: run `make demo-inputs`")
     extra = args.extra or ["--sampler", "replay", "--replay", "examples/replay/completions.jsonl"]
-    machine = MachineReport().start()
+    machine = MachineReport()
+    machine.own_load = (
+        "from this script's busy processes: the goal is judged by the load before each alone "
+        "run and other processes' CPU during it (below)"
+    )
+    machine.start()
     alone: list[dict[str, Any]] = []
     busy: list[dict[str, Any]] = []
     before_alone: list[float] = []  # the busy processes raise the load read after the runs

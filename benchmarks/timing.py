@@ -155,6 +155,7 @@ class MachineReport:
         self.out = out
         self.cores = cores()
         self.others: OthersCpu | None = None  # set by a run whose own work is the load
+        self.own_load: str | None = None  # a run that loads the machine on purpose: its rule
         self.before: tuple[float, float, float] | None = None
         self.after: tuple[float, float, float] | None = None
         self.fork_before: float | None = None
@@ -191,6 +192,8 @@ class MachineReport:
                 f"{self.others.wall:.0f} s, most by {self.others.top()}; goals judged up "
                 f"to {self.OTHERS_MAX:g} of the cores, with the load below them before the run)"
             )
+        elif peak > self.cores and self.own_load:
+            self._print(f"load: {peak:.2f} > {self.cores} cores during the run, {self.own_load}")
         elif peak > self.cores:
             self._print(
                 f"load: {peak:.2f} > {self.cores} cores during the run: figures are not "

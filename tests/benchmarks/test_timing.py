@@ -205,3 +205,15 @@ def test_a_process_seen_as_the_runs_own_stays_so_once_reparented() -> None:
         while time.monotonic() < deadline and os.path.exists(f"/proc/{spinner}"):
             time.sleep(0.05)  # until init has reaped the orphan
     assert others.seconds < 0.3, (others.seconds, others.by_name)
+
+
+def test_a_run_that_loads_the_machine_on_purpose_says_how_it_judges() -> None:
+    out = io.StringIO()
+    report = timing.MachineReport(fork_seconds=0, out=out)
+    report.cores, report.own_load = 2, "from its busy processes: judged by its own rule"
+    report.start()
+    report.before = (3.5, 1.0, 1.0)
+    report.finish()
+    text = out.getvalue()
+    assert "during the run, from its busy processes: judged by its own rule" in text
+    assert "no goal is judged" not in text
