@@ -44,7 +44,7 @@ from typing import Any
 
 from benchmarks.demo_costs import GROUP_PREFIX, measure
 from benchmarks.others_cpu import OthersCpu
-from benchmarks.timing import MachineReport
+from benchmarks.timing import MachineReport, cores
 
 BUSY = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    pass\n"
 
@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     busy: list[dict[str, Any]] = []
     before_alone: list[float] = []  # the busy processes raise the load read after the runs
     others_alone: list[float] = []  # other processes' cores busy during each alone run
-    cores = os.cpu_count() or 1
+    n_cores = cores()
+    others_max = MachineReport.OTHERS_MAX * n_cores
     with tempfile.TemporaryDirectory(prefix="fair-share-") as tmp:
         tasks = Path(tmp) / "tasks"
         tasks.mkdir()
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n} example tasks (+ the imported ones), {args.rounds} round(s)", flush=True)
         for r in range(args.rounds):
             out = Path(tmp) / f"out-{r}"
-            load, waited = settle(cores, args.settle)
+            load, waited = settle(n_cores, args.settle)
             if waited >= 1:
                 print(f"waited {waited:.0f} s for the load to settle: {load:.2f}", flush=True)
             before_alone.append(load)
@@ -189,19 +190,19 @@ def main(argv: list[str] | None = None) -> int:
     machine.finish()
     text, worst = table(alone, busy)
     print(text)
-    print(f"worst stage: {worst:.2f}x next to {args.busy} busy processes on {cores} cores")
+    print(f"worst stage: {worst:.2f}x next to {args.busy} busy processes on {n_cores} cores")
     peak = max(before_alone)
     print(f"load average before the 'alone' runs: {', '.join(f'{x:.2f}' for x in before_alone)}")
     print(f"other processes during them: {', '.join(f'{x:.3f}' for x in others_alone)} cores")
-    if peak > cores:
+    if peak > n_cores:
         print(
-            f"not judged: load {peak:.2f} > {cores} cores before an 'alone' run, so it was not "
+            f"not judged: load {peak:.2f} > {n_cores} cores before an 'alone' run, so it was not "
             "alone"
         )
-    elif max(others_alone) > 0.1 * cores:
+    elif max(others_alone) > others_max:
         print(
             f"not judged: other processes used {max(others_alone):.2f} cores during an 'alone' "
-            f"run (more than {0.1 * cores:.1f}), so it was not alone"
+            f"run (more than {others_max:.1f}), so it was not alone"
         )
     else:
         print(f"goal no stage more than doubles: {'met' if worst <= 2.0 else 'not met'}")

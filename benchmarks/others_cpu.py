@@ -16,11 +16,11 @@ the run's own stays so while it lives: a sandbox process whose parent exited is 
 init and is no descendant any more, and one that exited waits there to be reaped, holding what
 its children used. A process that is reparented before a scan first sees it is found only
 through its cgroup, so name the run's cgroups where it has them. Kernel threads serve everyone
-and are left out. A process seen in two
-scans counts its growth between them, one first seen counts all it has used (it started
-during the run), so a short-lived process of another user that starts and ends between two
-scans is seen only through its parent's reaped time. One scan of about 500 processes costs
-a few milliseconds: well under 1% of a core at the default interval.
+and are left out. A process seen in two scans counts its growth between them, one first seen
+counts all it has used (it started during the run), so a short-lived process of another user
+that starts and ends between two scans is seen only through its parent's reaped time. One
+scan of about 500 processes costs a few milliseconds: well under 1% of a core at the default
+interval.
 """
 
 from __future__ import annotations
