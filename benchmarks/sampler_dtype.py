@@ -8,12 +8,13 @@ the decode loop at curate's batch of 8 tasks), the order rotated each round:
 - ``bfloat16``: what ``--dtype auto`` picks on a CPU with bfloat16 units.
 
 Prompts are the pipeline's (``benchmarks.sampler_decode.requests``). Each round prints wall
-time, process CPU and the tokens drawn; the summary gives the medians, completions per
-CPU-second, the ratios to float32, and two checks that bfloat16 still answers the prompts:
-the share of completions that close a fenced code block (what the extractor takes a solution
-from) and the mean completion length. The samples themselves differ (see the module
-``samplers.precision``); whether the pipeline decides the same is ``benchmarks.demo_rows
---decisions`` on two demo outputs.
+time, process CPU and the tokens drawn, and checks its completions against the same format's
+first round (a format must repeat its own samples; any change is exit status 1). The summary
+gives the medians, completions per CPU-second, the ratios to float32, and two checks that
+bfloat16 still answers the prompts: the share of completions that close a fenced code block
+(what the extractor takes a solution from) and the mean completion length. The samples of the
+two formats differ (see the module ``samplers.precision``); whether the pipeline decides the
+same is ``benchmarks.demo_rows --decisions`` on two demo outputs.
 
     python -m benchmarks.sampler_dtype --per-family 2 --rounds 2
 """
@@ -58,6 +59,7 @@ def main() -> int:
     n = len(reqs) * args.samples
     print(f"{len(reqs)} tasks x {args.samples} samples, up to {args.max_new_tokens} tokens")
     runs: dict[str, list[Run]] = {d: [] for d in DTYPES}
+    changed = 0  # rounds whose completions differ from the same format's first round
     for r in range(args.rounds):
         for dtype in rotated(DTYPES, r):
             run = draw(dtype, reqs, models[dtype], args)
@@ -67,6 +69,9 @@ def main() -> int:
                 f"{run.tokens} tokens",
                 flush=True,
             )
+            if run.texts != runs[dtype][0].texts:  # a format must repeat its own samples
+                changed += 1
+                print(f"round {r + 1} {dtype}: completions unlike its first round's")
     base_cpu = median([x.cpu for x in runs["float32"]])
     base_wall = median([x.wall for x in runs["float32"]])
     figures = {}
@@ -97,7 +102,8 @@ def main() -> int:
     print(f"completions identical in both formats: {same} of {n}")
     if args.json:
         Path(args.json).write_text(json.dumps({"dtypes": figures, "identical": same}, indent=2))
-    return 0
+    print(f"rounds unlike their format's first: {changed}")
+    return 1 if changed else 0
 
 
 if __name__ == "__main__":
