@@ -10,7 +10,11 @@ pass) and a wrong variant of it (must fail), so half the executions fail. Setups
 - (c) one ``docker exec`` into one warm container;
 - proc: ``get_verifier("code", make_sandbox("process"))``, full isolation (as root: the
   fork server; as any other user: bubblewrap + a fresh interpreter per process);
-- nonroot: the same, run by a child as ``nobody`` (``benchmarks.sandbox_unprivileged``);
+- nonroot: the same, run by a child as ``nobody`` (``benchmarks.sandbox_unprivileged``), who
+  has no subordinate uids: bubblewrap and a fresh interpreter per process;
+- nrsub: ``nonroot`` where ``nobody`` has a subordinate range (granted in the child's mount
+  namespace only): the fork server in a user namespace, one pair run per solution;
+- nrbatch: ``nrsub`` timing the verify stage's path (``batch`` below) as ``nobody``;
 - docker: ``get_verifier("code", make_sandbox("docker"))``;
 - procwait: ``proc`` as it was before verdicts stopped waiting for their pair's namespace to
   empty (every pair run closed with ``linger=False``, patched in for its own passes only): the
@@ -61,9 +65,19 @@ from benchmarks.timing import (
 from tasksieve.verifiers.families.python.verifier import PythonVerifier
 from tasksieve.verifiers.sandbox.process.pair import PairProcess
 
-ALL = ("fork", "a", "b", "c", "proc", "batch", "procseq", "procwait", "nonroot", "docker")
-QUICK = ("fork", "a", "b", "proc", "batch", "nonroot")
-GOALS = (("batch", "a", 3.0), ("batch", "fork", 0.5), ("proc", "a", 3.0), ("proc", "fork", 0.5))
+ALL = (
+    "fork", "a", "b", "c", "proc", "batch", "procseq", "procwait", "nonroot", "nrsub", "nrbatch",
+    "docker",
+)  # fmt: skip
+QUICK = ("fork", "a", "b", "proc", "batch", "nonroot", "nrbatch")
+GOALS = tuple(
+    (x, y, g) for x in ("batch", "proc", "nrbatch") for y, g in (("a", 3.0), ("fork", 0.5))
+)
+UNPRIVILEGED = {  # setup -> (nobody has subordinate uids, batch), label
+    "nonroot": ((False, False), "tasksieve process backend (nobody: per-run bwrap)"),
+    "nrsub": ((True, False), "tasksieve process backend (nobody: fork server in a user namespace)"),
+    "nrbatch": ((True, True), "verify_batch per task (nobody: fork server in a user namespace)"),
+}
 RATIOS = (
     ("batch", "proc"),
     ("proc", "procseq"),
@@ -76,6 +90,11 @@ RATIOS = (
     ("procwait", "a"),
     ("nonroot", "a"),
     ("nonroot", "fork"),
+    ("nrsub", "nonroot"),
+    ("nrsub", "proc"),
+    ("nrbatch", "batch"),
+    ("nrbatch", "a"),
+    ("nrbatch", "fork"),
     ("docker", "c"),
 )
 
@@ -156,14 +175,15 @@ def build(
                 stops.append(stop)
                 rows[key] = Row(label, run, note)
                 continue
-            if key == "nonroot":
+            if key in UNPRIVILEGED:
                 if os.geteuid() != 0:
-                    print("skipping nonroot: this run is already unprivileged (see proc)")
+                    print(f"skipping {key}: this run is already unprivileged (see proc)")
                     continue
-                child = Child(len(work) // 2)
+                (subids, batch), label = UNPRIVILEGED[key]
+                child = Child(len(work) // 2, subids, batch_k if batch else 0)
                 stops.append(child.stop)
                 note = ", ".join(f"{k}={v}" for k, v in child.describe.items())
-                rows[key] = Row("tasksieve process backend (nobody)", child_pass(child), note)
+                rows[key] = Row(label, child_pass(child), note)
                 continue
             s = makers[key]()
         except Exception as e:
@@ -276,8 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         if row.note:
             print(f"{key}: {row.note}")
     if "proc" in rows and os.geteuid() == 0:
-        print("proc runs as root: its fork server needs root (CAP_SYS_ADMIN etc. inside bwrap);")
-        print("nonroot is the path every other user gets (bwrap + fresh interpreters)")
+        print("proc and batch run as root (the fork server drops each run to its own host uid);")
+        print("nonroot is an unprivileged user without subordinate uids (bwrap + fresh")
+        print("interpreters); nrsub and nrbatch one with them (the fork server in a user")
+        print("namespace)")
     print()
     report(rows, counts)
     if bad:

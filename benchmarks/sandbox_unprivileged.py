@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shlex
 import shutil
 import stat
@@ -25,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.humaneval_jobs import jobs
+from benchmarks.sandbox_batch import batch_setup
 from benchmarks.sandbox_setups import verifier_checker
 from benchmarks.timing import timed_pass
 
@@ -63,23 +65,59 @@ def mount_script(paths: list[str], stash: str) -> str:
     return "\n".join(lines)
 
 
-class Child:
-    """The unprivileged child: started as ``nobody``; ``ask`` runs one timed pass in it."""
+SUB_START, SUB_COUNT = 700_000_000, 65536  # the range ``nobody`` gets, in its namespace only
 
-    def __init__(self, n: int) -> None:
-        unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
-        if os.geteuid() != 0 or not unshare or not setpriv:
-            raise RuntimeError("needs root, unshare and setpriv")
+
+def subid_script(stash: str, uid: int, start: int = SUB_START, count: int = SUB_COUNT) -> str:
+    """Shell commands that give ``uid`` subordinate ids inside a new mount namespace only.
+
+    ``newuidmap`` and ``newgidmap`` read ``/etc/subuid`` and ``/etc/subgid`` in the mount
+    namespace of their caller, so files bound over those paths there grant the range without
+    changing the host's (a copy of /etc is bound over /etc first where the files are absent).
+    """
+    entry = shlex.quote(f"{uid}:{start}:{count}")
+    lines = []
+    if not (os.path.exists("/etc/subuid") and os.path.exists("/etc/subgid")):
+        lines += [f"cp -a /etc {stash}/etc", f"touch {stash}/etc/subuid {stash}/etc/subgid",
+                  f"mount --bind {stash}/etc /etc"]  # fmt: skip
+    for name in ("subuid", "subgid"):
+        lines += [f"echo {entry} > {stash}/{name}", f"mount --bind {stash}/{name} /etc/{name}"]
+    return "\n".join(lines)
+
+
+def as_nobody(argv: list[str], env: dict[str, str], stash: str, subids: bool) -> list[str]:
+    """The command that runs ``argv`` as ``nobody`` in a private mount namespace where this
+    interpreter and checkout are reachable (and, with ``subids``, ``nobody`` has a range)."""
+    unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
+    if os.geteuid() != 0 or not unshare or not setpriv:
+        raise RuntimeError("needs root, unshare and setpriv")
+    here = str(Path(__file__).resolve().parent.parent)
+    real_py = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    need = [real_py, sys.prefix, here, os.path.realpath(sys.prefix)]
+    drop = [setpriv, f"--reuid={USER}", f"--regid={GROUP}", "--clear-groups", "--inh-caps=-all"]
+    env_args = ["env", "-i", *(f"{k}={v}" for k, v in env.items())]
+    script = [mount_script(need, stash)]
+    if subids:
+        script.append(subid_script(stash, pwd.getpwnam(USER).pw_uid))
+    script.append("exec " + shlex.join([*drop, *env_args, *argv]))
+    return [unshare, "--mount", "--propagation", "private", "sh", "-c", "\n".join(script)]
+
+
+class Child:
+    """The unprivileged child: started as ``nobody``; ``ask`` runs one timed pass in it.
+
+    ``subids``: ``nobody`` gets a subordinate range (so the sandbox runs its fork server in a
+    user namespace); ``batch``: the child times the verify stage's path (``verify_batch`` per
+    task, ``benchmarks.sandbox_batch``) instead of one verification per solution.
+    """
+
+    def __init__(self, n: int, subids: bool = False, batch_k: int = 0) -> None:
         here = str(Path(__file__).resolve().parent.parent)
-        real_py = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-        need = [real_py, sys.prefix, here, os.path.realpath(sys.prefix)]
         self.stash = tempfile.mkdtemp(prefix="bench-stash-")
-        env = ["env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", f"PYTHONPATH={here}"]
-        drop = [setpriv, f"--reuid={USER}", f"--regid={GROUP}", "--clear-groups", "--inh-caps=-all"]
-        child = [*drop, *env, sys.executable, "-m", "benchmarks.sandbox_unprivileged", str(n)]
-        script = mount_script(need, self.stash) + "\nexec " + shlex.join(child)
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": here}
+        child = [sys.executable, "-m", "benchmarks.sandbox_unprivileged", str(n), str(batch_k)]
         self.proc = subprocess.Popen(
-            [unshare, "--mount", "--propagation", "private", "sh", "-c", script],
+            as_nobody(child, env, self.stash, subids),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -108,14 +146,19 @@ class Child:
         shutil.rmtree(self.stash, ignore_errors=True)
 
 
-def serve(n: int) -> None:
+def serve(n: int, batch_k: int) -> None:
     """The child: build our verifier, then answer one timed pass per line of stdin."""
     work = jobs(n)
-    check, describe, close = verifier_checker("process", work)
+    if batch_k:
+        label, run, note, close = batch_setup(work, batch_k)
+        describe: dict[str, object] = {"setup": label, "sandbox": note}
+    else:
+        check, describe, close = verifier_checker("process", work)
+        run = lambda workers: timed_pass(check, len(work), workers)  # noqa: E731
     print(json.dumps({**describe, "uid": os.geteuid()}), flush=True)
     try:
         for line in sys.stdin:
-            p = timed_pass(check, len(work), int(line))
+            p = run(int(line))
             reply = {"rate": p.rate, "cpu_ms": p.cpu_ms, "verdicts": p.verdicts}
             print(json.dumps(reply), flush=True)
     finally:
@@ -123,4 +166,4 @@ def serve(n: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 0)

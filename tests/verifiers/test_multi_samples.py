@@ -107,7 +107,7 @@ def test_hostile_samples_affect_only_their_own_verdicts(
     sandbox: ProcessSandbox, counted: tuple[PythonVerifier, list[str]]
 ) -> None:
     if not sandbox.capabilities.paired_runs:
-        pytest.skip("needs the fork server (root with bubblewrap)")
+        pytest.skip("needs the fork server (bubblewrap; root or subordinate uids)")
     verifier, alone = counted
     names = list(HOSTILE)
     sols = [GOOD]
@@ -129,7 +129,7 @@ def test_same_verdicts_as_lone_runs(
     sandbox: ProcessSandbox, counted: tuple[PythonVerifier, list[str]]
 ) -> None:
     if not sandbox.capabilities.paired_runs:
-        pytest.skip("needs the fork server (root with bubblewrap)")
+        pytest.skip("needs the fork server (bubblewrap; root or subordinate uids)")
     verifier, alone = counted
     sols = [GOOD, WRONG, "def add(a, b):\n    return 3\n", "syntax error(", HOSTILE["spin"][0]]
     many = verifier.verify_many(TASK, sols)

@@ -10,7 +10,9 @@ haproxy, promtool from the ``prometheus`` package); without one, tasks of that k
 as ``infra_error`` naming the install command. Bubblewrap is not required: without it the
 ``unshare`` fallback gives the same isolation (per-run, without the warm fork server). Exit
 status 0 when a namespace method works, 1 when none does (the message says why and how to
-fix it).
+fix it). Unprivileged it also says whether the warm fork server can start in a user namespace
+(``userns``: the ``uidmap`` helpers and a subordinate range for the user), and if not, what to
+install or grant; with ``--install`` it installs ``uidmap`` as it does bubblewrap.
 
 It does NOT change kernel settings (user namespaces switched off, an AppArmor rule against
 them): it names the failure and leaves the decision to the machine's owner.
@@ -134,6 +136,25 @@ def probe() -> tuple[dict[str, str | bool] | None, str]:
         sb.close()
 
 
+def server_status(install: bool) -> str:
+    """Unprivileged: whether the fork server can start in a user namespace, else how to fix it."""
+    from tasksieve.verifiers.sandbox.process.userns import server_prefix
+
+    tools = HostTools.find(False)
+    prefix, why = server_prefix(False, tools.unshare)
+    if prefix is None and "uidmap" in why and install and _install(False, ("uidmap",)):
+        prefix, why = server_prefix(False, tools.unshare)
+    if prefix is not None:
+        return "in a user namespace with subordinate uids (per-run uids)"
+    user = os.environ.get("USER") or str(os.geteuid())
+    fix = (
+        f"{manual_command(False).split(' install')[0]} install -y uidmap"
+        if "uidmap" in why
+        else f"sudo usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user}"
+    )
+    return f"not available ({why}); runs start cold, one bubblewrap each; to add it: {fix}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Report, optionally install bubblewrap, probe; 0 when namespace isolation works."""
     parser = argparse.ArgumentParser(prog="python -m tasksieve.verifiers.sandbox.process.doctor")
@@ -160,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"doctor: the process sandbox cannot isolate runs here: {why}", file=sys.stderr)
         return 1
     print(f"doctor: process sandbox isolation {got['isolation']} (weak: {got['weak']})")
+    if not root:
+        print(f"doctor: warm fork server: {server_status(args.install)}")
     print(f"doctor: workspace sessions open {got.get('workspace_open', 'cold')}")
     if "bwrap" in missing:
         print(

@@ -41,7 +41,8 @@ run's processes (rlimits are per process; a cgroup would be needed); state share
 warm interpreter's memory image (each run gets a copy-on-write copy of the same heap, the same
 hash seed and preloaded modules: nothing secret is in it, but runs are not byte-identical to a
 fresh interpreter); timing side channels between concurrent runs. It needs root (it drops to
-per-run uids); unprivileged hosts use the per-run bwrap path.
+per-run uids) or, unprivileged, a user namespace with a block of the caller's subordinate uids
+(``userns.py``: the same per-run uids, mapped); without either the per-run bwrap path runs.
 
 Reclamation: bwrap runs with ``--die-with-parent``, started from a keeper thread that lives
 as long as the server (``reap.Keeper``); ``close()`` returns once the server's pid namespace,
@@ -64,6 +65,7 @@ from tasksieve.verifiers.sandbox.guest import bundle
 from tasksieve.verifiers.sandbox.process.guest import forkserver as forkserver_main
 from tasksieve.verifiers.sandbox.process.reap import Keeper, inits_of, wait_gone
 from tasksieve.verifiers.sandbox.process.uids import UIDS
+from tasksieve.verifiers.sandbox.process.userns import server_prefix
 from tasksieve.verifiers.sandbox.warm import warm_sources
 
 SERVER_SOURCE = bundle(forkserver_main.__file__)
@@ -185,8 +187,16 @@ def cpu_of(msg: dict[str, Any]) -> float | None:
 class ForkServer:
     """One warm server inside bwrap; restarted on demand if it dies or the host forked."""
 
-    def __init__(self, bwrap: str, binds: list[str], python: str, seccomp: bytes | None) -> None:
+    def __init__(
+        self,
+        bwrap: str,
+        binds: list[str],
+        python: str,
+        seccomp: bytes | None,
+        unshare: str | None = None,
+    ) -> None:
         self._bwrap, self._binds, self._python, self._seccomp = bwrap, binds, python, seccomp
+        self._unshare = unshare  # unprivileged, bwrap starts under it in a user namespace
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
@@ -197,6 +207,9 @@ class ForkServer:
 
     def _start(self) -> None:
         self._stop()
+        prefix, why = server_prefix(os.geteuid() == 0, self._unshare)
+        if prefix is None:
+            raise OSError(f"fork server cannot start unprivileged: {why}")
         ctl, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sources = warm_sources()
         cfg = {
@@ -210,7 +223,7 @@ class ForkServer:
             os.write(cfd, json.dumps(cfg).encode())
             caps = [a for c in _CAPS for a in ("--cap-add", c)]
             argv = [
-                self._bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc",
+                *prefix, self._bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc",
                 "--unshare-uts", "--unshare-cgroup-try", *caps, "--new-session",
                 "--die-with-parent", *self._binds,
                 "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",

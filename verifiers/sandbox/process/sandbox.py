@@ -1,29 +1,29 @@
 """The ``process`` sandbox: Linux namespaces (bubblewrap, else unshare) plus rlimits.
 
-``isolation``: ``bwrap`` (bubblewrap; with root, a warm fork server), ``unshare`` (util-linux
-``unshare`` plus a guest that pivots into a private read-only root, reported as
-``unshare-mount``: the same filesystem view as bwrap), ``auto`` (bwrap, else unshare), or
-``none`` (rlimits only on the host's filesystem; only with ``allow_weak_isolation``, which
-warns). If no namespace method works the constructor refuses unless weak isolation was
-accepted; ``describe()`` reports the method actually used and ``weak``. With root and
-bubblewrap the method is probed by one run through the fork server (which the runs need
-anyway); cold probes of each method run only without it, and a method that worked is
+``isolation``: ``bwrap`` (bubblewrap with a warm fork server: as root, or unprivileged in a
+user namespace with subordinate uids, ``userns.py``), ``unshare`` (util-linux ``unshare`` plus
+a guest that pivots into a private read-only root, reported as ``unshare-mount``: the same
+filesystem view as bwrap), ``auto`` (bwrap, else unshare), or ``none`` (rlimits only on the
+host's filesystem; only with ``allow_weak_isolation``, which warns). If no namespace method
+works the constructor refuses unless weak isolation was accepted; ``describe()`` reports the
+method actually used and ``weak``. Where the fork server starts, one run through it probes the
+method; cold probes of each method run only without it, and a method that worked is
 remembered for the boot (``probecache``: keyed by everything the answer depends on, so a
-changed kernel knob, program or interpreter probes again). This module chooses
-the method and holds the runs; a cold run's command line and start are ``cold.py``'s, the
-system programs ``tools.py``'s, the fork server ``forkserver.py``'s. The interpreter must not
-live under ``/tmp`` (each run's scratch replaces it): a namespace method refuses it.
+changed kernel knob, program or interpreter probes again). This module chooses the method and
+holds the runs; a cold run's command line and start are ``cold.py``'s, the system programs
+``tools.py``'s, the fork server ``forkserver.py``'s. The interpreter must not live under
+``/tmp`` (each run's scratch replaces it): a namespace method refuses it.
 
 With bubblewrap (the default) a run gets new pid/net/ipc/uts (and, unprivileged, user)
 namespaces, a read-only view of only the system dirs and the interpreter's own prefix, a
 private size-limited tmpfs as its writable cwd (``/tmp``), a cleared environment, and
 rlimits on address space, CPU seconds, processes, file size and core dumps. Input files are
-read-only inside. Run as root, the command drops to a per-run unprivileged uid (so
-RLIMIT_NPROC applies and root-only files stay closed); unprivileged, it runs as the caller's
-uid mapped into a fresh user namespace. A wall-clock kill takes down the whole pid namespace.
-No process of a run outlives its verdict or ``close()``: the host waits until the run's pid
-namespace is empty, ``close()`` kills runs still going, and parent-death signals end every
-run if the host process dies.
+read-only inside. Run as root, or through the unprivileged fork server, the command drops to a
+per-run unprivileged uid (so RLIMIT_NPROC applies and root-only files stay closed); on the
+per-run path unprivileged, it runs as the caller's uid mapped into a fresh user namespace. A
+wall-clock kill takes down the whole pid namespace. No process of a run outlives its verdict
+or ``close()``: the host waits until the run's pid namespace is empty, ``close()`` kills runs
+still going, and parent-death signals end every run if the host process dies.
 
 It does NOT guard against: kernel exploits (the seccomp filter is a deny list of dangerous
 calls, see seccomp.py, not an allow list); memory or CPU summed over processes (RLIMITs are
@@ -72,6 +72,7 @@ from tasksieve.verifiers.sandbox.process.runs import WORKDIR, SandboxProcess, su
 from tasksieve.verifiers.sandbox.process.seccomp import build_filter
 from tasksieve.verifiers.sandbox.process.tools import HostTools
 from tasksieve.verifiers.sandbox.process.uids import UIDS
+from tasksieve.verifiers.sandbox.process.userns import server_prefix, uid_kind
 from tasksieve.verifiers.sandbox.process.workspace import (
     describe_open,
     make_zygote,
@@ -131,9 +132,12 @@ class ProcessSandbox(Sandbox):
         self._probe_cache = probe_cache
         # With root and bubblewrap the probe goes through the fork server the runs need
         # anyway; only if that fails are the methods probed cold, one by one.
-        why_warm = None
-        if warm and self._root and isolation in ("auto", "bwrap") and self.tools.bwrap:
-            self._server = ForkServer(self.tools.bwrap, self._binds, self.python, self._seccomp)
+        prefix, why = server_prefix(self._root, self.tools.unshare)
+        why_warm: str | None = why
+        if warm and prefix is not None and isolation in ("auto", "bwrap") and self.tools.bwrap:
+            self._server = ForkServer(
+                self.tools.bwrap, self._binds, self.python, self._seccomp, self.tools.unshare
+            )
             why_warm = self._probe("bwrap")
             if why_warm is not None:
                 self._server.close()
@@ -146,8 +150,6 @@ class ProcessSandbox(Sandbox):
         self.warm_unavailable = "" if warm else "disabled"
         if warm and self.method != "bwrap":
             self.warm_unavailable = "needs bubblewrap (the fork server runs in it)"
-        elif warm and not self._root:
-            self.warm_unavailable = "needs root (per-run uids)"
         elif warm and self._server is None:
             self.warm_unavailable = why_warm or "the fork server did not start"
         namespaced = self.method in _NAMESPACED
@@ -172,12 +174,7 @@ class ProcessSandbox(Sandbox):
         read-only root) or ``none`` (rlimits only, host filesystem: always ``weak``).
         """
         isolated = self.method in _NAMESPACED
-        if not isolated:
-            uid = "caller uid (no namespaces)"
-        elif self._root:
-            uid = "per-run unprivileged uid"
-        else:
-            uid = "caller uid in a user namespace"
+        uid = uid_kind(isolated, self._root, self._server is not None)
         return {
             "backend": self.name,
             "isolation": self.method,
