@@ -289,6 +289,11 @@ FRESH_CASES = {
     "exit_message": "import sys; sys.exit('bye')",
     "exit_code": "raise SystemExit(300)",
     "interrupt": "raise KeyboardInterrupt",
+    # exit joins a thread the script left running, then runs atexit, as a fresh one does
+    "thread": "import sys, threading, time\n"
+    "def late():\n    time.sleep(0.2)\n    sys.stderr.write('late\\n')\n"
+    "threading.Thread(target=late).start()",
+    "atexit": "import atexit, sys; atexit.register(lambda: sys.stderr.write('bye\\n'))",
 }
 
 

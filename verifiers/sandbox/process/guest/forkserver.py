@@ -97,6 +97,7 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _write_all,
     _write_inputs,
     reap_then_exit,
+    role,
 )
 
 
@@ -376,6 +377,7 @@ def boot() -> tuple[dict[str, Any], WarmScripts]:
     cfd = int(sys.argv[1])
     cfg = json.loads(os.pread(cfd, os.fstat(cfd).st_size, 0))
     os.close(cfd)
+    role(b"ts-forkserver")
     if cfg.get("seccomp"):
         bpf = bytes.fromhex(cfg["seccomp"])
         cfg["_buf"] = buf = ctypes.create_string_buffer(bpf, len(bpf))

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tasksieve.verifiers.sandbox.process.guest.cputime import stat_cpu
-from tasksieve.verifiers.sandbox.process.guest.nsutil import _keep_only, _write_all
+from tasksieve.verifiers.sandbox.process.guest.nsutil import _keep_only, _write_all, role
 
 _BROKEN_GRACE_S = 1.0  # a candidate that broke its pipe gets this long to be reaped alone
 
@@ -84,16 +84,16 @@ def _kill_uid(uid: int) -> None:
     again until none is left alive, so one forked meanwhile is caught on a later pass
     (RLIMIT_NPROC bounds how many there are). Zombies are left for init's reaping.
     """
-    want = f"Uid:\t{uid}\t"
+    want = f"Uid:\t{uid}\t".encode()
     for _ in range(10_000):
         found = False
         for name in os.listdir("/proc"):
             if not name.isdigit() or name == "1":
                 continue
-            try:
-                with open(f"/proc/{name}/status", encoding="ascii", errors="replace") as fh:
+            try:  # bytes: a text read would import an encoding module into init per run
+                with open(f"/proc/{name}/status", "rb") as fh:
                     text = fh.read()
-                if want not in text or "\nState:\tZ" in text:
+                if want not in text or b"\nState:\tZ" in text:
                     continue
                 os.kill(int(name), signal.SIGKILL)
                 found = True
@@ -131,6 +131,7 @@ def multi_init(
     drops a forked child to its job (``forkserver._become_job``).
     """
     results, terr, status, payload, *errs = fds
+    role(b"ts-multi-init")
     try:
         _keep_only({*fds, server})
         os.close(server)
@@ -158,6 +159,7 @@ def multi_init(
         os._exit(1)
     tests_pid = os.fork()
     if tests_pid == 0:
+        role(b"ts-tests")
         try:
             for a, b in links:
                 os.close(a[0])
@@ -375,6 +377,7 @@ def _candidate(
     become: Callable[[dict[str, Any], list[int], dict[str, Any]], dict[str, Any]],
 ) -> dict[str, Any]:
     """Candidate ``i``'s process: its own files, then its job on its own three fds."""
+    role(b"ts-candidate")
     (a, b), err = links[i], errs[i]
     here = f"/tmp/c{i}"
     try:
