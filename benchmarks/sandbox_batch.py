@@ -21,17 +21,29 @@ from tasksieve.verifiers import get_verifier, make_sandbox
 from tasksieve.verifiers.families.batch import verify_batch
 from tasksieve.verifiers.retry import RetryPolicy
 
+# The exit of a warm run before it stopped importing ``threading`` (``guest.pyrun.finish``).
+NEW_EXIT = '    threading = sys.modules.get("threading")\n'
+OLD_EXIT = "    import threading\n"
+
 
 def batch_setup(
-    jobs: list[Job], k: int = 2
+    jobs: list[Job], k: int = 2, old_exit: bool = False
 ) -> tuple[str, Callable[[int], Pass], str, Callable[[], None]]:
     """(label, timed pass given the worker count, note, stop) for the batch setup.
 
     A pass's rate counts every execution (``k // 2`` per job); a job's verdict is its
     solution's when all its copies agree, else the wrong one (so any disagreement shows as a
-    mismatch)."""
+    mismatch). ``old_exit``: the fork server runs the guest with a warm run's exit as it was
+    before (importing ``threading`` in every run), the before of that change in the same run.
+    """
     copies = max(1, k // 2)
     sandbox = make_sandbox("process")
+    server = getattr(sandbox, "_server", None)
+    if old_exit:
+        if server is None or NEW_EXIT not in server.source:
+            raise RuntimeError("the old exit needs the fork server and the current guest")
+        server.source = server.source.replace(NEW_EXIT, OLD_EXIT)
+        server.close()  # the probe started it with the current guest: the next run restarts it
     verifier = get_verifier("code", sandbox)
     groups: dict[str, list[int]] = {}
     for i, j in enumerate(jobs):
@@ -71,5 +83,7 @@ def batch_setup(
 
     who = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
     label = f"tasksieve process backend ({who}), verify_batch per task (K={2 * copies})"
+    if old_exit:
+        label += ", the exit before (threading imported in every run)"
     note = ", ".join(f"{k}={v}" for k, v in dict(getattr(sandbox, "describe", dict)()).items())
     return label, run, note, stop

@@ -15,6 +15,8 @@ pass) and a wrong variant of it (must fail), so half the executions fail. Setups
 - nrsub: ``nonroot`` where ``nobody`` has a subordinate range (granted in the child's mount
   namespace only): the fork server in a user namespace, one pair run per solution;
 - nrbatch: ``nrsub`` timing the verify stage's path (``batch`` below) as ``nobody``;
+- batchexit: ``batch`` with a warm run's exit as it was before (``threading`` imported at
+  every run's exit; ``benchmarks.sandbox_batch.OLD_EXIT``): the before of that change;
 - docker: ``get_verifier("code", make_sandbox("docker"))``;
 - procwait: ``proc`` as it was before verdicts stopped waiting for their pair's namespace to
   empty (every pair run closed with ``linger=False``, patched in for its own passes only): the
@@ -66,8 +68,8 @@ from tasksieve.verifiers.families.python.verifier import PythonVerifier
 from tasksieve.verifiers.sandbox.process.pair import PairProcess
 
 ALL = (
-    "fork", "a", "b", "c", "proc", "batch", "procseq", "procwait", "nonroot", "nrsub", "nrbatch",
-    "docker",
+    "fork", "a", "b", "c", "proc", "batch", "batchexit", "procseq", "procwait", "nonroot",
+    "nrsub", "nrbatch", "docker",
 )  # fmt: skip
 QUICK = ("fork", "a", "b", "proc", "batch", "nonroot", "nrbatch")
 GOALS = tuple(
@@ -80,6 +82,7 @@ UNPRIVILEGED = {  # setup -> (nobody has subordinate uids, batch), label
 }
 RATIOS = (
     ("batch", "proc"),
+    ("batch", "batchexit"),
     ("proc", "procseq"),
     ("batch", "a"),
     ("batch", "fork"),
@@ -170,8 +173,8 @@ def build(
     }
     for key in keys:
         try:
-            if key == "batch":
-                label, run, note, stop = batch_setup(work, batch_k)
+            if key in ("batch", "batchexit"):
+                label, run, note, stop = batch_setup(work, batch_k, key == "batchexit")
                 stops.append(stop)
                 rows[key] = Row(label, run, note)
                 continue

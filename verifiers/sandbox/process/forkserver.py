@@ -197,6 +197,7 @@ class ForkServer:
     ) -> None:
         self._bwrap, self._binds, self._python, self._seccomp = bwrap, binds, python, seccomp
         self._unshare = unshare  # unprivileged, bwrap starts under it in a user namespace
+        self.source = SERVER_SOURCE  # the guest it starts (a benchmark may start an older one)
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
@@ -229,7 +230,7 @@ class ForkServer:
                 "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
                 "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
                 "--setenv", "LANG", "C.UTF-8",
-                "--", self._python, "-I", "-S", "-c", SERVER_SOURCE, str(cfd),
+                "--", self._python, "-I", "-S", "-c", self.source, str(cfd),
             ]  # fmt: skip
             self._proc = self._keeper.popen(
                 argv,
