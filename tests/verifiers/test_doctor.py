@@ -83,3 +83,26 @@ def test_manual_command_is_one_line_for_this_machine(monkeypatch, root, start):
 def test_missing_programs_names_setpriv_once():
     tools = HostTools(bwrap=None, unshare="/u", pdeathsig=None, prlimit="/p", setpriv=None)
     assert doctor.missing_programs(tools) == ["bwrap", "setpriv"]
+
+
+@pytest.mark.parametrize(
+    ("why", "fix"),
+    [
+        ("needs newuidmap and newgidmap (Debian package uidmap)", "install -y uidmap"),
+        ("needs subordinate uids and gids for uid 7 in /etc/subuid", "usermod --add-subuids"),
+    ],
+)
+def test_unprivileged_server_status_names_the_fix(monkeypatch, why, fix):
+    from tasksieve.verifiers.sandbox.process import userns
+
+    monkeypatch.setattr(userns, "server_prefix", lambda root, unshare: (None, why))
+    monkeypatch.setattr(doctor, "_install", lambda root, packages=(): False)
+    said = doctor.server_status(install=True)
+    assert said.startswith("not available (" + why) and fix in said
+
+
+def test_unprivileged_server_status_when_it_can_start(monkeypatch):
+    from tasksieve.verifiers.sandbox.process import userns
+
+    monkeypatch.setattr(userns, "server_prefix", lambda root, unshare: (["unshare", "--"], ""))
+    assert "user namespace with subordinate uids" in doctor.server_status(install=False)

@@ -132,16 +132,17 @@ class ProcessSandbox(Sandbox):
         self._probe_cache = probe_cache
         # With root and bubblewrap the probe goes through the fork server the runs need
         # anyway; only if that fails are the methods probed cold, one by one.
-        prefix, why = server_prefix(self._root, self.tools.unshare)
-        why_warm: str | None = why
-        if warm and prefix is not None and isolation in ("auto", "bwrap") and self.tools.bwrap:
-            self._server = ForkServer(
-                self.tools.bwrap, self._binds, self.python, self._seccomp, self.tools.unshare
-            )
-            why_warm = self._probe("bwrap")
-            if why_warm is not None:
-                self._server.close()
-                self._server = None
+        why_warm: str | None = None
+        if warm and isolation in ("auto", "bwrap") and self.tools.bwrap:
+            prefix, why_warm = server_prefix(self._root, self.tools.unshare)
+            if prefix is not None:
+                self._server = ForkServer(
+                    self.tools.bwrap, self._binds, self.python, self._seccomp, self.tools.unshare
+                )
+                why_warm = self._probe("bwrap")
+                if why_warm is not None:
+                    self._server.close()
+                    self._server = None
         if self._server is None:
             self.method = self._select(isolation)
         if self.method == "none":
