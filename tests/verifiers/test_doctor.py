@@ -106,3 +106,20 @@ def test_unprivileged_server_status_when_it_can_start(monkeypatch):
 
     monkeypatch.setattr(userns, "server_prefix", lambda root, unshare: (["unshare", "--"], ""))
     assert "user namespace with subordinate uids" in doctor.server_status(install=False)
+
+
+def test_install_as_root_adds_uidmap_for_other_users(monkeypatch, capsys):
+    if os.geteuid() != 0:
+        pytest.skip("the root branch")
+    real = shutil.which
+    monkeypatch.setattr(
+        doctor.shutil, "which", lambda n, **kw: None if n == "newuidmap" else real(n, **kw)
+    )
+    asked: list[tuple[str, ...]] = []
+    monkeypatch.setattr(
+        doctor, "_install", lambda root, packages=("bubblewrap",): asked.append(packages) or True
+    )
+    monkeypatch.setattr(doctor, "missing_engines", lambda: [])
+    monkeypatch.setattr(doctor, "probe", lambda: ({"isolation": "bwrap", "weak": False}, ""))
+    assert doctor.main(["--install"]) == 0
+    assert ("uidmap",) in asked and "uidmap installed" in capsys.readouterr().out

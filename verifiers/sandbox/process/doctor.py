@@ -12,7 +12,8 @@ as ``infra_error`` naming the install command. Bubblewrap is not required: witho
 status 0 when a namespace method works, 1 when none does (the message says why and how to
 fix it). Unprivileged it also says whether the warm fork server can start in a user namespace
 (``userns``: the ``uidmap`` helpers and a subordinate range for the user), and if not, what to
-install or grant; with ``--install`` it installs ``uidmap`` as it does bubblewrap.
+install or grant; with ``--install`` it installs ``uidmap`` as it does bubblewrap (as root too,
+for the machine's other users).
 
 It does NOT change kernel settings (user namespaces switched off, an AppArmor rule against
 them): it names the failure and leaves the decision to the machine's owner.
@@ -167,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     if "bwrap" in missing and args.install and _install(root) and shutil.which("bwrap"):
         print("doctor: bubblewrap installed")
         missing.remove("bwrap")
+    if root and args.install and not shutil.which("newuidmap") and _install(root, ("uidmap",)):
+        print("doctor: uidmap installed (the fork server for users with subordinate uids)")
     engines = missing_engines()
     if engines and args.install and _install(root, tuple(ENGINES[n] for n in engines)):
         engines = missing_engines()
