@@ -38,8 +38,8 @@ def batch_setup(
     """
     copies = max(1, k // 2)
     sandbox = make_sandbox("process")
-    server = getattr(sandbox, "_server", None)
     if old_exit:
+        server = getattr(sandbox, "_server", None)
         if server is None or NEW_EXIT not in server.source:
             raise RuntimeError("the old exit needs the fork server and the current guest")
         server.source = server.source.replace(NEW_EXIT, OLD_EXIT)

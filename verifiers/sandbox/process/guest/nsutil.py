@@ -23,13 +23,14 @@ CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUSER = 0x20000000, 0x40000000, 0x10000000
 MS_RDONLY, MS_REMOUNT = 1, 32
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 0x4000, 1 << 18
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_SET_PDEATHSIG = 38, 22, 2, 1
+PR_SET_NAME = 15
 _libc = ctypes.CDLL(None, use_errno=True)
 _RLIMITS = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE")
 
 
 def role(name: bytes) -> None:
     """Name this process (``comm``: what ``ps`` and ``perf`` show) by its role in a run."""
-    _libc.prctl(15, name[:15], 0, 0, 0)  # PR_SET_NAME; best effort, never fails a run
+    _libc.prctl(PR_SET_NAME, name[:15], 0, 0, 0)  # best effort: never fails a run
 
 
 def _ok(rc: int, what: str) -> None:
