@@ -148,7 +148,7 @@ class DecontaminateFn(beam.DoFn):
 
     def process(self, item: Item) -> Iterator[Any]:
         assert self.index is not None
-        findings = self.index.check(item.task.prompt)
+        findings = self.index.check(item.prompt)
         if findings:
             top = findings[0]
             count(f"decontaminate.flagged.{top.method}")

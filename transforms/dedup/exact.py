@@ -55,7 +55,7 @@ def prompt_text(prompt: str) -> str:
 
 def prompt_key(item: Item) -> str:
     """Hash of the family and the normalised prompt (the group a conflict is looked for in)."""
-    return sha256_text(f"{item.task.family}\0{prompt_text(item.task.prompt)}")
+    return sha256_text(f"{item.family}\0{prompt_text(item.prompt)}")
 
 
 def spec_json(item: Item) -> str:
@@ -93,7 +93,7 @@ def conflict_detail(it: Item, others: list[Item]) -> str:
 def decide_group(items: Iterable[Item], run_id: str) -> Iterator[Any]:
     """Kept items (plain) and rejection rows (tagged) for one (family, prompt) group."""
     members = sorted(items, key=lambda it: it.order_key)
-    specs = {spec_json(it) for it in members}
+    specs = {spec_json(it) for it in members} if len(members) > 1 else set()
     if len(specs) > 1:
         count("exact_dedup.conflict_groups")
         for it in members:

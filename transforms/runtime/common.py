@@ -21,9 +21,18 @@ SANDBOX_NAMESPACE = "tasksieve.sandbox"  # one counter per distinct sandbox desc
 REJECTED = "rejected"
 
 
+_COUNTERS: dict[str, Any] = {}
+"""Beam counter objects by name: each finds the current step's metrics container when it is
+incremented, so one object serves every step and thread (making one per call cost more than
+the increment)."""
+
+
 def count(name: str, value: int = 1) -> None:
     """Increment the Beam counter ``tasksieve:<name>`` (read back into the manifest)."""
-    Metrics.counter(NAMESPACE, name).inc(value)
+    counter = _COUNTERS.get(name)
+    if counter is None:
+        counter = _COUNTERS.setdefault(name, Metrics.counter(NAMESPACE, name))
+    counter.inc(value)
     progress.report(name, value)  # live progress, when a channel is configured
 
 

@@ -8,6 +8,12 @@ Pickled as the dataclass it is, the task travels as its five pydantic models (ea
 ``Item.__reduce__`` instead sends the task as the plain Python data of ``model_dump()``
 and rebuilds it with ``model_validate`` (the task was validated once already, so it passes
 again and compares equal): about half the bytes and a third of the time to decode.
+
+A decoded ``Item`` keeps that plain data and validates it into a ``TaskRecord`` only when
+``task`` is first read. The host stages read only the id, family and prompt (``Item.id``,
+``Item.family``, ``Item.prompt``, answered from the plain data), so a task crosses their
+shuffles without being validated again, and an ``Item`` whose task was never read is encoded
+again from the same data, without ``model_dump``.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasksieve.schemas import (
     AmbiguityCheck,
@@ -43,23 +49,59 @@ class Item:
 
     @property
     def id(self) -> str:
-        return self.task.id
+        data = self._plain()
+        return self.task.id if data is None else str(data["id"])
+
+    @property
+    def family(self) -> str:
+        data = self._plain()
+        return self.task.family if data is None else str(data["family"])
+
+    @property
+    def prompt(self) -> str:
+        data = self._plain()
+        return self.task.prompt if data is None else str(data["prompt"])
+
+    def _plain(self) -> dict[str, Any] | None:
+        """The task as plain data while it has not been read (or set) since decoding."""
+        d = self.__dict__
+        return None if "task" in d else d.get(_DATA)
+
+    if not TYPE_CHECKING:  # at run time only: mypy would take any attribute name as valid
+
+        def __getattr__(self, name: str) -> Any:
+            """Reached only for an attribute not set: ``task`` of a decoded ``Item`` on its
+            first read, validated from the plain data it travelled as."""
+            data = self.__dict__.get(_DATA) if name == "task" else None
+            if data is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            task = self.__dict__["task"] = TaskRecord.model_validate(data)
+            del self.__dict__[_DATA]
+            return task
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickle the task as plain data (see the module's docstring); every other field as
         it is, by name, so a field added to the class travels without a change here."""
-        rest = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "task"}
-        return (_item_from, (self.task.model_dump(), rest))
+        rest = {name: getattr(self, name) for name in _REST}
+        data = self._plain()
+        return (_item_from, (self.task.model_dump() if data is None else data, rest))
 
     @property
     def order_key(self) -> tuple[str, int, str]:
         """Deterministic order: the earliest record in the input wins a tie."""
-        return (self.source_file, self.source_line, self.task.id)
+        return (self.source_file, self.source_line, self.id)
+
+
+_REST = tuple(f.name for f in fields(Item) if f.name != "task")
+_DATA = "_task_data"  # a decoded Item's task as plain data, until ``task`` is first read
 
 
 def _item_from(task: dict[str, Any], rest: dict[str, Any]) -> Item:
-    """Rebuild a pickled ``Item`` (``Item.__reduce__``)."""
-    return Item(TaskRecord.model_validate(task), **rest)
+    """Rebuild a pickled ``Item`` (``Item.__reduce__``); its task is validated on first use."""
+    item = object.__new__(Item)
+    item.__dict__.update(rest)
+    item.__dict__[_DATA] = task
+    return item
 
 
 @dataclass
@@ -117,7 +159,7 @@ def rejection(
     """
     if item is not None:
         source_file, source_line = item.source_file, item.source_line
-        record_id, family = item.id, item.task.family
+        record_id, family = item.id, item.family
         raw = raw or item.raw
     rec = RejectedRecord(
         record_id=record_id,
