@@ -235,6 +235,36 @@ def test_a_failing_pair_check_rejects_both_ends(monkeypatch: pytest.MonkeyPatch)
         )
 
 
+def test_an_item_whose_signing_raises_is_rejected_and_the_rest_signed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Signing a batch that holds the poisoned prompt raises; each item is then signed alone,
+    so only that item is rejected and the near-duplicate pair in the same batch is decided."""
+    real = tasksieve.transforms.dedup.near.shingle_hashes
+
+    def shingle_hashes(prompts: list[str], cfg: Any) -> Any:
+        if any("poison" in p for p in prompts):
+            raise ValueError("cannot shingle this")
+        return real(prompts, cfg)
+
+    monkeypatch.setattr(tasksieve.transforms.dedup.near, "shingle_hashes", shingle_hashes)
+    items = [
+        _item("near1", WORDS + " alpha", 1),
+        _item("bad", "poison " + WORDS, 2),
+        _item("near2", WORDS + " beta", 3),
+        _item("alone", "Something else entirely, about SQL joins.", 4),
+    ]
+    with BeamPipeline() as p:
+        out = p | beam.Create([items]) | beam.FlatMap(lambda x: x) | NearDedup(DedupConfig(), "r1")
+        assert_that(out["ok"] | beam.Map(lambda it: it.id), equal_to(["near1", "alone"]), "ok")
+        assert_that(
+            out["rejected"]
+            | beam.Map(lambda r: (r["record_id"], r["reason"], "cannot shingle" in r["detail"])),
+            equal_to([("bad", "near_dedup.error", True), ("near2", "dedup.near", False)]),
+            label="rejected",
+        )
+
+
 # ---------------------------------------------------------------- the sampler
 class _Sampler(ModelHandler[SampleRequest, Samples, None]):
     """Echoes each prompt as its completion; raises on a batch holding a ``bad`` task."""

@@ -9,9 +9,11 @@ NearDedup is distributed; no step holds all documents on one worker:
      worker (``transforms.dedup.index_lookup``), which yields confirmed (entry, candidate) edges
      for step 4; with ``index_lookup="shuffle"`` the index entries are read from their
      Parquet parts in parallel and go through steps 2 and 3 with the candidates instead.
-  2. band keys ``(band, hash of the band's rows)`` -> GroupByKey -> candidate pairs
-     (all pairs of a bucket of up to ``max_bucket`` members; a larger bucket yields a star to
-     its smallest member plus a chain, so it stays connected at linear cost) -> Distinct.
+  2. band keys ``(band, hash of the band's rows)`` -> buckets -> candidate pairs (all pairs
+     of a bucket of up to ``max_bucket`` members; a larger bucket yields a star to its
+     smallest member plus a chain, so it stays connected at linear cost) -> Distinct. The
+     shuffle moves batches of band keys per ``(band, hash shard)``, not one element per
+     band of every record (``transforms.dedup.buckets``).
   3. exact Jaccard confirmation: two CoGroupByKey joins bring both shingle sets to the pair.
   4. connected components: ``cc_rounds`` rounds of min-label propagation, each followed by
      pointer jumping (label := label of my label). Propagation alone needs diameter rounds;
@@ -33,13 +35,13 @@ reading are not guarded: a failure there fails the run.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
+from apache_beam import pvalue
 
 from tasksieve.schemas import Finding
 from tasksieve.transforms.algorithms.minhash import (
@@ -51,6 +53,7 @@ from tasksieve.transforms.algorithms.minhash import (
     explain,
 )
 from tasksieve.transforms.algorithms.textsim import ShingleConfig, jaccard_hashes, shingle_hashes
+from tasksieve.transforms.dedup.buckets import CandidatePairs, Key
 from tasksieve.transforms.dedup.components import Components
 from tasksieve.transforms.dedup.index_lookup import lookup_edges
 from tasksieve.transforms.dedup.index_store import (
@@ -60,10 +63,15 @@ from tasksieve.transforms.dedup.index_store import (
     read_index_part,
 )
 from tasksieve.transforms.runtime.common import REJECTED, count, rejected
-from tasksieve.transforms.runtime.deadletter import DEAD, Attempt, Fault, Guarded, reject_records
+from tasksieve.transforms.runtime.deadletter import (
+    DEAD,
+    Attempt,
+    Fault,
+    Guarded,
+    fault_of,
+    reject_records,
+)
 from tasksieve.transforms.runtime.items import Item, rejection
-
-Key = tuple[int, str, int, str]  # (0 index / 1 candidate, source_file, source_line, id)
 
 
 @dataclass(frozen=True)
@@ -158,10 +166,29 @@ class SignFn(beam.DoFn):
         self.hasher = MinHasher(self.cfg.num_perm, self.cfg.seed)
         self.banding = self.cfg.banding()
 
-    def process(self, batch: list[Item]) -> Iterator[Doc]:
-        sh = shingle_hashes([it.task.prompt for it in batch], self.cfg.shingle())
+    def sign(self, batch: list[Item]) -> list[Doc]:
+        sh = shingle_hashes([it.prompt for it in batch], self.cfg.shingle())
         sigs = self.hasher.signatures(sh)
-        yield from make_docs([node_key(it) for it in batch], sh, sigs, self.banding)
+        return list(make_docs([node_key(it) for it in batch], sh, sigs, self.banding))
+
+    def process(self, batch: list[Item]) -> Iterator[Any]:
+        """The batch's docs; if signing it raises, each item signed alone, and an item that
+        still raises sent to ``UNSIGNED`` with its fault. Retrying here rather than in a
+        second step keeps the docs one PCollection: a Flatten of two would be written out
+        and read back whole on the in-memory runner."""
+        try:
+            docs = self.sign(batch)
+        except Exception:
+            docs = []
+            for it in batch:
+                try:
+                    docs += self.sign([it])
+                except Exception as exc:
+                    yield pvalue.TaggedOutput(UNSIGNED, (node_key(it), fault_of("near_dedup", exc)))
+        yield from docs
+
+
+UNSIGNED = "unsigned"
 
 
 def read_index_docs(file: str, cfg: DedupConfig) -> Iterator[Doc]:
@@ -175,30 +202,6 @@ def read_index_docs(file: str, cfg: DedupConfig) -> Iterator[Doc]:
     for doc in make_docs(keys, [r[1] for r in rows], sigs, banding):
         count("near_dedup.index_entries")
         yield doc
-
-
-def bucket_keys(doc: Doc) -> list[tuple[tuple[int, int], Key]]:
-    """``((band, hash), node)`` per band, the hash as a signed 64-bit int: Beam's coder writes
-    ints in that range as varints, while a larger one (half of all uint64 hashes) is pickled."""
-    return [((b, h - _TWO_64 if h >= _TWO_63 else h), doc.key) for b, h in enumerate(doc.bands)]
-
-
-_TWO_63, _TWO_64 = 1 << 63, 1 << 64
-
-
-def bucket_pairs(kv: tuple[Any, Iterable[Key]], max_bucket: int) -> Iterator[tuple[Key, Key]]:
-    """Candidate pairs of one LSH bucket (index-index pairs are skipped)."""
-    members = sorted(set(kv[1]))
-    if len(members) > max_bucket:
-        count("near_dedup.large_buckets")
-        links = [(members[0], m) for m in members[1:]]
-        links += list(itertools.pairwise(members[1:]))
-    else:
-        links = [(a, b) for i, a in enumerate(members) for b in members[i + 1 :]]
-    for a, b in links:
-        if a[0] == 0 and b[0] == 0:
-            continue
-        yield (a, b)
 
 
 def _first_half(kv: tuple[Key, dict[str, list[Any]]]) -> Iterator[tuple[Key, tuple[Key, Any]]]:
@@ -284,13 +287,8 @@ class NearDedup(beam.PTransform):
         if not cfg.enabled:
             return {"ok": items, REJECTED: items | "NoRejections" >> beam.FlatMap(lambda _: [])}
         batches = items | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=512)
-        signed = batches | "Sign" >> Attempt(beam.ParDo(SignFn(cfg)), "near_dedup")
-        alone = (
-            signed[DEAD]
-            | "OneByOne" >> beam.FlatMap(lambda dead: [[it] for it in dead[0]])
-            | "SignAlone" >> Attempt(beam.ParDo(SignFn(cfg)), "near_dedup")
-        )
-        docs = (signed["ok"], alone["ok"]) | "Signed" >> beam.Flatten()
+        signed = batches | "Sign" >> beam.ParDo(SignFn(cfg)).with_outputs(UNSIGNED, main="ok")
+        docs = signed["ok"]
         index_edges = None
         if cfg.index_path and cfg.index_lookup == "worker":
             check_index(cfg.index_path, cfg.index_settings())
@@ -305,13 +303,7 @@ class NearDedup(beam.PTransform):
                 | "ReadIndex" >> beam.FlatMap(read_index_docs, cfg)
             )
             docs = (docs, index) | "WithIndex" >> beam.Flatten()
-        pairs = (
-            docs
-            | "BandKeys" >> beam.FlatMap(bucket_keys)
-            | "Buckets" >> beam.GroupByKey()
-            | "Pairs" >> beam.FlatMap(bucket_pairs, cfg.max_bucket)
-            | "DistinctPairs" >> beam.Distinct()
-        )
+        pairs = docs | "CandidatePairs" >> CandidatePairs(cfg.max_bucket)
         # only the nodes of a candidate pair need their shingles at the confirmation joins
         paired = (
             pairs
@@ -335,7 +327,7 @@ class NearDedup(beam.PTransform):
             | "Confirm" >> Attempt(beam.FlatMap(confirm, cfg.near_threshold), "near_dedup")
         )
         failed = (
-            alone[DEAD] | "SignFailed" >> beam.FlatMap(failed_keys),
+            signed[UNSIGNED],
             edges[DEAD] | "ConfirmFailed" >> beam.FlatMap(failed_keys),
         ) | "Failed" >> beam.Flatten()
         edges = edges["ok"]
@@ -379,13 +371,10 @@ class NearDedup(beam.PTransform):
 
 
 def failed_keys(dead: tuple[Any, Fault]) -> Iterator[tuple[Key, Fault]]:
-    """``(node key, fault)`` for every node in a failed signing batch or pair check."""
+    """``(node key, fault)`` for every node of a failed pair check: the element is
+    ``(key, {"sh": ..., "half": [(other key, shingles), ...]})``."""
     element, fault = dead
-    if isinstance(element, list):  # a batch of items
-        keys = [node_key(it) for it in element]
-    else:  # (key, {"sh": ..., "half": [(other key, shingles), ...]})
-        keys = [element[0], *(other for other, _ in element[1]["half"])]
-    for key in keys:
+    for key in [element[0], *(other for other, _ in element[1]["half"])]:
         yield key, fault
 
 
