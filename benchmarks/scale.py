@@ -180,6 +180,12 @@ def written_rows(out: Path) -> list[str]:
     return sorted(rows)
 
 
+def same_rows(work: Path, n: int) -> str:
+    """Whether the Beam run and the ``--before`` run at size ``n`` wrote the same rows."""
+    now, then = (written_rows(work / f"out-{w}-{n}") for w in ("beam", "before"))
+    return "identical" if now == then else f"DIFFER ({len(now)} rows now, {len(then)} before)"
+
+
 def export_revision(rev: str, dest: Path) -> Path:
     """The files of git revision ``rev`` of this checkout, written once into ``dest/<rev>``
     (``git archive``; the ``tasksieve/`` links come with it), for a same-run baseline."""
@@ -362,12 +368,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  full {fam}: {full[fam]['wall_s']:.1f} s", flush=True)
         report_full(full)
     host: dict[int, dict[str, Any]] = {}
+    same: dict[int, list[str]] = {}  # per size, per round: rows written now vs --before
     for n in sizes:
         corpus = make_corpus(n, k=args.samples)
         tasks, _ = write_corpus(corpus, work / f"corpus-{n}")
         print(f"corpus {n:,}: planted {corpus.planted}", flush=True)
         del corpus
-        host[n] = {}
+        host[n], same[n] = {}, []
         ways = ["plain", "beam"] + (["before"] if args.before else [])
         for r in range(args.rounds):
             for way in ways[r % len(ways) :] + ways[: r % len(ways)]:  # each round rotated
@@ -381,14 +388,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {way}: {got['wall_s']:.1f} s, CPU {cpu_of(got):.1f} s", flush=True)
                 if way not in host[n] or cpu_of(got) < cpu_of(host[n][way]):
                     host[n][way] = got  # the best round of each way
+            if args.before:  # every round's rows, not only the last's
+                same[n].append(same_rows(work, n))
+                print(f"  round {r + 1}: rows written, now vs {args.before}: {same[n][-1]}")
         if args.no_beam:
             host[n]["beam"] = host[n]["plain"]
     if sizes:
         report_host(sizes, host)
     for n in sizes if args.before else []:
-        now, then = (written_rows(work / f"out-{w}-{n}") for w in ("beam", "before"))
-        same = "identical" if now == then else f"DIFFER ({len(now)} rows now, {len(then)} before)"
-        print(f"rows written at {n:,}, this checkout vs {args.before}: {same}")
+        print(f"rows written at {n:,}, this checkout vs {args.before}: {', '.join(same[n])}")
     if host and full:
         print(projection(host[sizes[-1]], sizes[-1], full, Assumptions(tasks=args.project)))
     return 0

@@ -49,18 +49,20 @@ class Item:
 
     @property
     def id(self) -> str:
-        data = self._plain()
-        return self.task.id if data is None else str(data["id"])
+        return self._task_str("id")
 
     @property
     def family(self) -> str:
-        data = self._plain()
-        return self.task.family if data is None else str(data["family"])
+        return self._task_str("family")
 
     @property
     def prompt(self) -> str:
+        return self._task_str("prompt")
+
+    def _task_str(self, name: str) -> str:
+        """A string field of the task, from its plain data while the task is unread."""
         data = self._plain()
-        return self.task.prompt if data is None else str(data["prompt"])
+        return str(getattr(self.task, name) if data is None else data[name])
 
     def _plain(self) -> dict[str, Any] | None:
         """The task as plain data while it has not been read (or set) since decoding."""
