@@ -40,7 +40,7 @@ from tasksieve.pipeline.outputs.report.page import write_report
 from tasksieve.pipeline.outputs.staging import LocalTarget, RemoteTarget, target_for
 from tasksieve.schemas import Manifest
 from tasksieve.transforms.algorithms.stats import histogram_bin
-from tasksieve.transforms.runtime import fsio
+from tasksieve.transforms.runtime import chunked_runner, fsio
 from tasksieve.transforms.samplers import model_id
 
 log = logging.getLogger("tasksieve")
@@ -191,6 +191,7 @@ def compact_rollout_cache(cfg: CurateConfig) -> None:
 
 
 def pipeline_options(cfg: CurateConfig) -> PipelineOptions:
+    chunked_runner.install()  # the in-memory runner sends stage inputs in chunks
     args = [f"--runner={cfg.runner}", *cfg.beam_args, *progress_args()]
     if cfg.runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
         args.append("--direct_running_mode=in_memory")

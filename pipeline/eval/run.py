@@ -41,7 +41,7 @@ from tasksieve.pipeline.eval.scores import COMPONENTS, FAILURE_KINDS, task_score
 from tasksieve.pipeline.eval.summary import summarise
 from tasksieve.pipeline.outputs.staging import target_for
 from tasksieve.schemas import SCHEMA_VERSION
-from tasksieve.transforms.runtime import fsio
+from tasksieve.transforms.runtime import chunked_runner, fsio
 from tasksieve.transforms.samplers import model_id
 
 log = logging.getLogger("tasksieve")
@@ -95,6 +95,7 @@ def _count(root: Path, kind: str) -> int:
 
 
 def _options(cfg: EvalConfig) -> PipelineOptions:
+    chunked_runner.install()  # the in-memory runner sends stage inputs in chunks
     args = [f"--runner={cfg.runner}", *cfg.beam_args]
     if cfg.runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
         args.append("--direct_running_mode=in_memory")

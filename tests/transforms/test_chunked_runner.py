@@ -1,0 +1,183 @@
+"""The in-memory runner's chunked stage input (``transforms.runtime.chunked_runner``): the same
+bytes as Beam's own methods, in whole elements per chunk and per message, and the same results
+from a pipeline run either way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
+import pytest
+from apache_beam.coders import coders
+from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
+from apache_beam.portability.api import beam_fn_api_pb2
+from apache_beam.runners.portability.fn_api_runner import execution
+from apache_beam.runners.worker import data_plane
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms import core, window
+from apache_beam.utils.windowed_value import WindowedValue
+
+from tasksieve.transforms.runtime import chunked_runner
+
+KV = coders.WindowedValueCoder(
+    coders.TupleCoder([coders.StrUtf8Coder(), coders.FastPrimitivesCoder()]),
+    coders.GlobalWindowCoder(),
+)
+GROUPED = coders.WindowedValueCoder(
+    coders.TupleCoder([coders.StrUtf8Coder(), coders.IterableCoder(coders.FastPrimitivesCoder())]),
+    coders.GlobalWindowCoder(),
+)
+
+
+@pytest.fixture
+def beams_own() -> Iterator[None]:
+    """Beam's own methods for the test's duration, the chunked ones put back after."""
+    was = chunked_runner.install()
+    chunked_runner.uninstall()
+    yield
+    if was:
+        chunked_runner.install()
+
+
+def _buffer(pairs: list[tuple[str, Any]]) -> execution.GroupingBuffer:
+    buf = execution.GroupingBuffer(KV, GROUPED, core.Windowing(window.GlobalWindows()))
+    out = create_OutputStream()
+    for key, value in pairs:
+        KV.get_impl().encode_to_stream(
+            WindowedValue((key, value), 0, (window.GlobalWindow(),)), out, True
+        )
+    buf.append(out.get())
+    return buf
+
+
+def _decoded(chunk: bytes) -> list[Any]:
+    """Every element of a chunk; fails unless the chunk ends on an element's end."""
+    stream, got = create_InputStream(chunk), []
+    while stream.size() > 0:
+        got.append(GROUPED.get_impl().decode_from_stream(stream, True).value)
+    return got
+
+
+PAIRS = [(f"k{i % 37}", "x" * (i % 200) + str(i)) for i in range(3000)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+@pytest.mark.parametrize("chunk", [1, 700, 1 << 30])
+def test_chunks_join_to_beams_stream(
+    n: int, chunk: int, monkeypatch: pytest.MonkeyPatch, beams_own: None
+) -> None:
+    expected = _buffer(PAIRS).partition(n)  # Beam's own
+    monkeypatch.setattr(chunked_runner, "CHUNK_BYTES", chunk)
+    buf = _buffer(PAIRS)
+    got = chunked_runner.chunked_partition(buf, n)
+    assert len(got) == n
+    for mine, theirs in zip(got, expected, strict=True):
+        assert len(theirs) == 1 and mine  # every worker gets a chunk
+        assert b"".join(mine) == theirs[0]
+        for part in mine:
+            _decoded(part)
+    if chunk == 1:
+        assert all(len(chunks) == len(range(w, 37, n)) for w, chunks in enumerate(got))
+    assert not buf._table  # the decoded values are let go
+    assert chunked_runner.chunked_partition(buf, n) is got  # partitioned once, as Beam's
+    assert list(buf) == [c for chunks in got for c in chunks]
+
+
+def test_an_empty_group_table_gives_each_worker_one_empty_chunk(beams_own: None) -> None:
+    buf = execution.GroupingBuffer(KV, GROUPED, core.Windowing(window.GlobalWindows()))
+    assert chunked_runner.chunked_partition(buf, 3) == [[b""], [b""], [b""]]
+
+
+class _Conn:
+    def __init__(self, threshold: int) -> None:
+        self.threshold, self.messages = threshold, list[bytes]()
+
+    def output_stream(self, *_: str) -> data_plane.ClosableOutputStream:
+        return data_plane.SizeBasedBufferingClosableOutputStream(
+            self.messages.append, self.messages.append, size_flush_threshold=self.threshold
+        )
+
+
+class _Manager:
+    def __init__(self, threshold: int) -> None:
+        self._worker_handler = type("W", (), {"data_conn": _Conn(threshold)})()
+
+
+def test_input_is_sent_as_messages_of_whole_chunks() -> None:
+    chunks = [bytes([i]) * (10 + i) for i in range(20)]
+    manager = _Manager(threshold=40)
+    chunked_runner.send_in_chunks(manager, "bundle", "read", chunks)
+    messages = manager._worker_handler.data_conn.messages
+    assert b"".join(messages) == b"".join(chunks)
+    assert len(messages) > 4
+    ends = {sum(len(c) for c in chunks[: i + 1]) for i in range(len(chunks))}
+    at = 0
+    for m in messages[:-1]:
+        at += len(m)
+        assert at in ends  # a message never splits a chunk
+        assert len(m) > 40
+
+
+def test_install_is_idempotent_and_reversible() -> None:
+    was = chunked_runner.install()
+    assert was, "Beam's methods changed: review chunked_runner against this Beam"
+    assert chunked_runner.install()
+    assert execution.GroupingBuffer.partition is chunked_runner.chunked_partition
+    chunked_runner.uninstall()
+    assert execution.GroupingBuffer.partition is not chunked_runner.chunked_partition
+    assert chunked_runner.install()
+
+
+def test_a_pipeline_gives_the_same_result_with_stage_inputs_over_the_flush_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """About 24 MB through a GroupByKey and a fused boundary: several messages per stage."""
+    monkeypatch.setattr(chunked_runner, "CHUNK_BYTES", 1 << 20)
+    assert chunked_runner.install()
+    rows = [(f"k{i % 101}", "v" * 6000 + str(i)) for i in range(4000)]
+    expected = [(f"k{k}", sum(1 for i in range(4000) if i % 101 == k)) for k in range(101)]
+    with beam.Pipeline(
+        options=beam.options.pipeline_options.PipelineOptions(["--direct_running_mode=in_memory"])
+    ) as p:
+        counted = (
+            p
+            | beam.Create(rows)
+            | beam.Reshuffle()
+            | beam.GroupByKey()
+            | beam.MapTuple(lambda k, vs: (k, len(list(vs))))
+        )
+        assert_that(counted, equal_to(expected))
+
+
+def _data(instruction: str, payload: bytes, last: bool = False) -> Any:
+    return beam_fn_api_pb2.Elements.Data(
+        instruction_id=instruction, transform_id="t", data=payload, is_last=last
+    )
+
+
+def test_queued_messages_are_released_as_they_are_read() -> None:
+    """The same messages as Beam's reading, in order; each gone from the queue once handed
+    on; another bundle's messages stay queued."""
+    queue = [
+        _data("a", b"1"),
+        _data("b", b"x"),
+        _data("a", b""),
+        _data("a", b"2"),
+        _data("a", b"", last=True),
+    ]
+    beams = data_plane.InMemoryDataChannel()
+    beams._inputs = list(queue)
+    ours = data_plane.InMemoryDataChannel()
+    ours._inputs = list(queue)
+    expected = list(
+        chunked_runner._ORIGINAL.get(
+            ("InMemoryDataChannel", "input_elements"), data_plane.InMemoryDataChannel.input_elements
+        )(beams, "a", None)
+    )
+    got = []
+    for element in chunked_runner.input_elements_released(ours, "a", None):
+        got.append(element)
+        assert element not in ours._inputs  # released before the reader is done with it
+    assert got == expected == [queue[0], queue[3], queue[4]]
+    assert ours._inputs == beams._inputs == [queue[1]]
