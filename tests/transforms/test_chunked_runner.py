@@ -181,16 +181,3 @@ def test_queued_messages_are_released_as_they_are_read() -> None:
         assert element not in ours._inputs  # released before the reader is done with it
     assert got == expected == [queue[0], queue[3], queue[4]]
     assert ours._inputs == beams._inputs == [queue[1]]
-
-
-def test_large_blocks_are_mapped_on_their_own_unless_the_environment_says(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import platform
-
-    if platform.libc_ver()[0] != "glibc":
-        assert not chunked_runner.return_large_blocks()
-        return
-    assert chunked_runner.return_large_blocks()
-    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
-    assert not chunked_runner.return_large_blocks()

@@ -18,12 +18,6 @@ worker's copy of the message's data. At 100,000 tasks one such input is about 30
 - ``chunked_partition``: the same groups, in the same order and assignment to workers,
   encoded into chunks of about ``CHUNK_BYTES``, each table entry dropped once it is encoded.
 
-- glibc's malloc is told to map every block of ``MMAP_BYTES`` or more on its own
-  (``mallopt(M_MMAP_THRESHOLD)``; left alone where the environment sets
-  ``MALLOC_MMAP_THRESHOLD_`` or the C library is not glibc). By default glibc raises that
-  threshold each time a large block is freed, so the chunks and messages above, once freed,
-  stay in the heap between smaller live objects and the process never gives them back.
-
 What reaches the stage is the same: the bytes of the chunks, joined, equal the stream Beam would
 have built (``tests/transforms/test_chunked_runner.py``). Each method is replaced only where it
 is the one this module was written against (checked by qualified name and parameters); another
@@ -32,11 +26,8 @@ Beam keeps its own, and ``install()`` says so.
 
 from __future__ import annotations
 
-import ctypes
 import inspect
 import logging
-import os
-import platform
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -51,12 +42,7 @@ log = logging.getLogger("tasksieve")
 CHUNK_BYTES = 8 << 20
 """A chunk is cut once it holds at least this many bytes (whole groups only)."""
 
-MMAP_BYTES = 1 << 20
-"""Blocks of this size or more get their own mapping, returned to the system when freed."""
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
-
-_ORIGINAL: dict[Any, Any] = {}
+_ORIGINAL: dict[tuple[str, str], Any] = {}
 
 
 def _grouped(buf: Any) -> Callable[[Any, list[Any]], Iterable[Any]]:
@@ -176,27 +162,11 @@ def _expected(method: Any, qualname: str, params: list[str]) -> bool:
     return getattr(method, "__qualname__", "") == qualname and names == params
 
 
-def return_large_blocks() -> bool:
-    """Fix glibc's mmap threshold at ``MMAP_BYTES`` (and its trim threshold at twice that),
-    unless the environment chose one; whether it is set."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ or platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_BYTES)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, 2 * MMAP_BYTES)
-    )
-
-
 def install() -> bool:
     """Use the chunked methods in Beam's in-memory runner (once; later calls are free).
     Returns whether both are in use."""
     import importlib
 
-    if "malloc" not in _ORIGINAL:
-        _ORIGINAL["malloc"] = return_large_blocks()
     done = 0
     for module, cls_name, name, params, replacement in _PATCHES:
         mod = importlib.import_module(_MODULES[module])
