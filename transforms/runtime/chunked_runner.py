@@ -6,10 +6,12 @@ into one stream and sends it on close, Beam 2.78), and builds the output of a Gr
 encoded stream per worker (``GroupingBuffer.partition``). While a stage starts, its whole input
 therefore exists several times over: the buffered chunks or decoded groups, the growing output
 stream (its buffer doubled on each resize), the ``bytes`` copy of it, the message, and the
-worker's copy of the message's data. At 100,000 tasks one such input is about 300 MB; past
-2 GB, the limit of a protobuf message, a stage could not be sent at all.
+worker's copy of the message's data; and the in-memory data channel keeps every queued message
+until the whole queue has been read (``InMemoryDataChannel.input_elements``). At 100,000 tasks
+one such input is about 300 MB, and past 2 GB one message would exceed protobuf's limit for a
+serialised message (not tried here).
 
-``install()`` replaces those two methods:
+``install()`` replaces those three methods:
 
 - ``send_in_chunks``: the same chunks written in the same order, the stream flushed after each
   whole chunk once it holds the data channel's flush size (10 MB), as the worker already does
@@ -17,6 +19,8 @@ worker's copy of the message's data. At 100,000 tasks one such input is about 30
   groups), so every message does.
 - ``chunked_partition``: the same groups, in the same order and assignment to workers,
   encoded into chunks of about ``CHUNK_BYTES``, each table entry dropped once it is encoded.
+- ``input_elements_released``: the same messages yielded in the same order, each dropped from
+  the queue once handed on.
 
 What reaches the stage is the same: the bytes of the chunks, joined, equal the stream Beam would
 have built (``tests/transforms/test_chunked_runner.py``). Each method is replaced only where it
@@ -164,7 +168,7 @@ def _expected(method: Any, qualname: str, params: list[str]) -> bool:
 
 def install() -> bool:
     """Use the chunked methods in Beam's in-memory runner (once; later calls are free).
-    Returns whether both are in use."""
+    Returns whether all three are in use."""
     import importlib
 
     done = 0
