@@ -30,6 +30,7 @@ Beam keeps its own, and ``install()`` says so.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Iterator
@@ -46,7 +47,8 @@ log = logging.getLogger("tasksieve")
 CHUNK_BYTES = 8 << 20
 """A chunk is cut once it holds at least this many bytes (whole groups only)."""
 
-_ORIGINAL: dict[tuple[str, str], Any] = {}
+_ORIGINAL: dict[tuple[str, str], Any] = {}  # (class, method) -> Beam's own, while replaced
+_WARNED: set[str] = set()
 
 
 def _grouped(buf: Any) -> Callable[[Any, list[Any]], Iterable[Any]]:
@@ -91,7 +93,6 @@ def chunked_partition(buf: Any, n: int) -> list[list[bytes]]:
         if stream.size() or not chunks[i]:
             chunks[i].append(stream.get())
     buf._grouped_output = chunks
-    table.clear()
     return chunks
 
 
@@ -127,34 +128,27 @@ def input_elements_released(
             element.data or element.is_last
         ):
             yield element
-        del element
     channel._inputs = others
 
 
+_RUNNER = "apache_beam.runners.portability.fn_api_runner"
 _PATCHES = (
-    ("execution", "GroupingBuffer", "partition", ["self", "n"], chunked_partition),
+    (f"{_RUNNER}.execution", "GroupingBuffer", "partition", ["self", "n"], chunked_partition),
     (
-        "fn_runner",
+        f"{_RUNNER}.fn_runner",
         "BundleManager",
         "_send_input_to_worker",
         ["self", "process_bundle_id", "read_transform_id", "byte_streams"],
         send_in_chunks,
     ),
     (
-        "data_plane",
+        "apache_beam.runners.worker.data_plane",
         "InMemoryDataChannel",
         "input_elements",
         ["self", "instruction_id", "unused_expected_inputs", "abort_callback"],
         input_elements_released,
     ),
 )
-
-
-_MODULES = {
-    "execution": "apache_beam.runners.portability.fn_api_runner.execution",
-    "fn_runner": "apache_beam.runners.portability.fn_api_runner.fn_runner",
-    "data_plane": "apache_beam.runners.worker.data_plane",
-}
 
 
 def _expected(method: Any, qualname: str, params: list[str]) -> bool:
@@ -169,12 +163,9 @@ def _expected(method: Any, qualname: str, params: list[str]) -> bool:
 def install() -> bool:
     """Use the chunked methods in Beam's in-memory runner (once; later calls are free).
     Returns whether all three are in use."""
-    import importlib
-
     done = 0
     for module, cls_name, name, params, replacement in _PATCHES:
-        mod = importlib.import_module(_MODULES[module])
-        cls = getattr(mod, cls_name)
+        cls = getattr(importlib.import_module(module), cls_name)
         current = getattr(cls, name, None)
         if current is replacement:
             done += 1
@@ -182,18 +173,15 @@ def install() -> bool:
             _ORIGINAL[(cls_name, name)] = current
             setattr(cls, name, replacement)
             done += 1
-        elif ("warned", name) not in _ORIGINAL:
-            _ORIGINAL[("warned", name)] = True
+        elif name not in _WARNED:
+            _WARNED.add(name)
             log.info("Beam's %s.%s is not the one known; left as it is", cls_name, name)
     return done == len(_PATCHES)
 
 
 def uninstall() -> None:
     """Put Beam's own methods back (for tests comparing the two ways)."""
-    import importlib
-
     for module, cls_name, name, _, _ in _PATCHES:
         original = _ORIGINAL.pop((cls_name, name), None)
         if original is not None:
-            mod = importlib.import_module(_MODULES[module])
-            setattr(getattr(mod, cls_name), name, original)
+            setattr(getattr(importlib.import_module(module), cls_name), name, original)

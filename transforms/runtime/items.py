@@ -96,11 +96,9 @@ class Item:
         it is, by name, so a field added to the class travels without a change here."""
         rest = {name: getattr(self, name) for name in _REST}
         d = self.__dict__
-        blob = None if "task" in d else d.get(_BLOB)
+        blob = None if "task" in d else d.get(_BLOB)  # a decoded task never read: as it came
         if blob is None:
-            data = self._plain()
-            data = self.task.model_dump() if data is None else data
-            blob = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+            blob = pickle.dumps(self.task.model_dump(), protocol=pickle.HIGHEST_PROTOCOL)
         return (_item_from, (blob, rest))
 
     @property
