@@ -181,3 +181,49 @@ def test_queued_messages_are_released_as_they_are_read() -> None:
         assert element not in ours._inputs  # released before the reader is done with it
     assert got == expected == [queue[0], queue[3], queue[4]]
     assert ours._inputs == beams._inputs == [queue[1]]
+
+
+def test_split_keeps_chunks_in_order_and_about_equal() -> None:
+    chunks = [bytes(n) for n in (5, 1, 1, 9, 2, 2, 4, 8)]
+    parts = chunked_runner._split(chunks, 3)
+    assert [c for p in parts for c in p] == chunks
+    assert len(parts) == 3 and all(parts)
+    assert max(sum(map(len, p)) for p in parts) <= 16
+
+
+class _CountBundles(beam.DoFn):
+    def start_bundle(self) -> None:
+        beam.metrics.Metrics.counter("t", "bundles").inc()
+
+    def process(self, kv: tuple[str, str], sizes: dict[str, int]) -> Iterator[tuple[str, int]]:
+        beam.metrics.Metrics.counter("t", "elements").inc()
+        yield kv[0], len(kv[1]) + sizes[kv[0]]
+
+
+def test_a_large_stage_input_runs_as_several_bundles_with_the_same_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """About 24 MB of stage input in bundles of 1 MB: the same output, counters summed over
+    the bundles, a side input seen by every bundle."""
+    monkeypatch.setattr(chunked_runner, "CHUNK_BYTES", 256 << 10)
+    monkeypatch.setattr(chunked_runner, "PART_BYTES", 1 << 20)
+    assert chunked_runner.install()
+    rows = [(f"k{i % 101}", "v" * 6000 + str(i)) for i in range(4000)]
+    sizes = {f"k{k}": k for k in range(101)}
+    expected = [(k, len(v) + sizes[k]) for k, v in rows]
+    p = beam.Pipeline(
+        options=beam.options.pipeline_options.PipelineOptions(["--direct_running_mode=in_memory"])
+    )
+    side = p | "Sizes" >> beam.Create(sorted(sizes.items()))
+    got = (
+        p
+        | beam.Create(rows)
+        | beam.Reshuffle()
+        | beam.ParDo(_CountBundles(), beam.pvalue.AsDict(side))
+    )
+    assert_that(got, equal_to(expected))
+    result = p.run()
+    result.wait_until_finish()
+    counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
+    assert counters["elements"] == len(rows)
+    assert counters["bundles"] > 10  # about 24 bundles of 1 MB

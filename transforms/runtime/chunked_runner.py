@@ -11,7 +11,11 @@ until the whole queue has been read (``InMemoryDataChannel.input_elements``). At
 one such input is about 300 MB, and past 2 GB one message would exceed protobuf's limit for a
 serialised message (not tried here).
 
-``install()`` replaces those three methods:
+The in-process worker also runs a whole bundle before the runner reads any of its output
+(``EmbeddedWorkerHandler.push`` is a plain call), and a stage is one bundle: its whole output
+waits in the data channel while the runner copies it out, on top of its whole input.
+
+``install()`` replaces four methods:
 
 - ``send_in_chunks``: the same chunks written in the same order, the stream flushed after each
   whole chunk once it holds the data channel's flush size (10 MB), as the worker already does
@@ -21,9 +25,14 @@ serialised message (not tried here).
   encoded into chunks of about ``CHUNK_BYTES``, each table entry dropped once it is encoded.
 - ``input_elements_released``: the same messages yielded in the same order, each dropped from
   the queue once handed on.
+- ``process_in_parts`` (``BundleManager.process_bundle``): a stage input of more than
+  ``PART_BYTES`` runs as bundles of about that size, one after another, each one's chunks
+  freed once it ran; only one bundle's output waits in the channel at a time, and the input
+  shrinks as the output grows. Metrics are summed over the bundles. A file sink writes one
+  shard per bundle, so a large run has more, smaller shards holding the same rows.
 
-What reaches the stage is the same: the bytes of the chunks, joined, equal the stream Beam would
-have built (``tests/transforms/test_chunked_runner.py``). Each method is replaced only where it
+What reaches the stage is the same elements in the same order: the bytes of the chunks,
+joined, equal the stream Beam would have built (``tests/transforms/test_chunked_runner.py``). Each method is replaced only where it
 is the one this module was written against (checked by qualified name and parameters); another
 Beam keeps its own, and ``install()`` says so.
 """
@@ -32,12 +41,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from apache_beam.coders.coder_impl import create_OutputStream
+from apache_beam.metrics import monitoring_infos
 from apache_beam.portability.api import beam_fn_api_pb2
+from apache_beam.runners.portability.fn_api_runner import execution, worker_handlers
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import GlobalWindow, GlobalWindows
 from apache_beam.utils import windowed_value
@@ -131,6 +143,118 @@ def input_elements_released(
     channel._inputs = others
 
 
+PART_BYTES = 16 << 20
+"""A stage input above this many bytes runs as several bundles of about this size each."""
+
+
+def _chunks(buf: Any) -> list[bytes] | None:
+    """A data input's encoded chunks in order, or None for a buffer of another kind."""
+    if isinstance(buf, list):
+        return list(buf)
+    if isinstance(buf, (execution.ListBuffer, execution.GroupingBuffer)):
+        return list(itertools.chain(*buf.partition(1)))
+    return None
+
+
+def _split(chunks: list[bytes], n: int) -> list[list[bytes]]:
+    """``chunks`` as ``n`` runs of consecutive chunks, about equal in bytes."""
+    total = sum(len(c) for c in chunks) or 1
+    parts: list[list[bytes]] = [[] for _ in range(n)]
+    seen = 0
+    for c in chunks:
+        parts[min(n - 1, seen * n // total)].append(c)
+        seen += len(c)
+    return parts
+
+
+def _in_parts(
+    manager: Any, inputs: Any, timers: Any, output_timers: Any
+) -> list[dict[str, list[bytes]]] | None:
+    """The stage's data inputs as bundles of about ``PART_BYTES``, or None where it must run
+    as one bundle: timers, state, a split manager, a worker that is not in this process, or
+    an input of at most ``PART_BYTES``."""
+    ctx = manager.bundle_context_manager
+    if timers or output_timers or ctx.stage.is_stateful() or manager._select_split_manager():
+        return None
+    if not all(isinstance(w, worker_handlers.EmbeddedWorkerHandler) for w in ctx.worker_handlers):
+        return None
+    chunked = {}
+    for name, buf in inputs.items():
+        chunks = _chunks(buf)
+        if chunks is None:
+            return None
+        chunked[name] = chunks
+    size = max((sum(len(c) for c in cs) for cs in chunked.values()), default=0)
+    n = min(-(-size // PART_BYTES), max(len(cs) for cs in chunked.values()))
+    if n < 2:
+        return None
+    split = {name: _split(cs, n) for name, cs in chunked.items()}
+    del chunked
+    for buf in inputs.values():
+        _release(buf)
+    return [{name: parts[i] for name, parts in split.items()} for i in range(n)]
+
+
+def _release(buf: Any) -> None:
+    """Drop the buffer's hold on its chunks, now held by the parts alone, so each part's
+    chunks are freed once that part has run. A stage's input buffer is its own (the runner
+    copies one read by two stages) and is not read again once the bundle ran."""
+    if isinstance(buf, execution.ListBuffer):
+        buf._inputs = []
+    elif isinstance(buf, execution.GroupingBuffer):
+        buf._grouped_output = [[]]
+
+
+def _merged(a: Any, b: Any) -> Any:
+    """Two parts' responses as one: metrics consolidated (counters summed, as Beam's
+    ``ParallelBundleManager`` does), residuals of both, the first error."""
+    return beam_fn_api_pb2.InstructionResponse(
+        instruction_id=a.instruction_id,
+        process_bundle=beam_fn_api_pb2.ProcessBundleResponse(
+            residual_roots=[*a.process_bundle.residual_roots, *b.process_bundle.residual_roots],
+            monitoring_infos=monitoring_infos.consolidate(
+                itertools.chain(
+                    a.process_bundle.monitoring_infos, b.process_bundle.monitoring_infos
+                )
+            ),
+        ),
+        error=a.error or b.error,
+    )
+
+
+def process_in_parts(
+    manager: Any,
+    inputs: Any,
+    expected_outputs: Any,
+    fired_timers: Any,
+    expected_output_timers: Any,
+    dry_run: bool = False,
+) -> Any:
+    """``BundleManager.process_bundle``, run as bundles of about ``PART_BYTES`` in turn where
+    the input is larger: each bundle's output is read into the runner's buffers before the
+    next one runs, so only one bundle's output waits in the data channel at a time (the
+    in-process worker runs a whole bundle before its output is read). The bundles share one
+    cache token, so a side input is read once for the stage, as with one bundle."""
+    original = _ORIGINAL[("BundleManager", "process_bundle")]
+    parts = _in_parts(manager, inputs, fired_timers, expected_output_timers)
+    if parts is None:
+        return original(
+            manager, inputs, expected_outputs, fired_timers, expected_output_timers, dry_run
+        )
+    tokens = manager._cache_token_generator
+    manager._cache_token_generator = itertools.repeat(next(tokens))
+    merged, splits = None, []
+    parts.reverse()
+    try:
+        while parts:
+            result, split = original(manager, parts.pop(), expected_outputs, {}, {}, dry_run)
+            splits += split
+            merged = result if merged is None else _merged(merged, result)
+    finally:
+        manager._cache_token_generator = tokens
+    return merged, splits
+
+
 _RUNNER = "apache_beam.runners.portability.fn_api_runner"
 _PATCHES = (
     (f"{_RUNNER}.execution", "GroupingBuffer", "partition", ["self", "n"], chunked_partition),
@@ -148,6 +272,20 @@ _PATCHES = (
         ["self", "instruction_id", "unused_expected_inputs", "abort_callback"],
         input_elements_released,
     ),
+    (
+        f"{_RUNNER}.fn_runner",
+        "BundleManager",
+        "process_bundle",
+        [
+            "self",
+            "inputs",
+            "expected_outputs",
+            "fired_timers",
+            "expected_output_timers",
+            "dry_run",
+        ],
+        process_in_parts,
+    ),
 )
 
 
@@ -162,7 +300,7 @@ def _expected(method: Any, qualname: str, params: list[str]) -> bool:
 
 def install() -> bool:
     """Use the chunked methods in Beam's in-memory runner (once; later calls are free).
-    Returns whether all three are in use."""
+    Returns whether all four are in use."""
     done = 0
     for module, cls_name, name, params, replacement in _PATCHES:
         cls = getattr(importlib.import_module(module), cls_name)
