@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -273,6 +274,19 @@ def report_host(sizes: list[int], runs: dict[int, dict[str, Any]]) -> None:
     if "before" in last_run:
         mem = last_run["beam"]["peak_tree_mb"] / last_run["before"]["peak_tree_mb"]
         goal(f"peak memory per task, now / before at {last:,}", mem, 0.5, higher=False)
+    if "before" in last_run and last > first:
+        # the part that grows with the run: MB per task added between the two sizes
+        added = {
+            w: (runs[last][w]["peak_tree_mb"] - runs[first][w]["peak_tree_mb"]) / (last - first)
+            for w in ("beam", "before")
+        }
+        if added["before"] > 0:
+            goal(
+                f"peak memory per task added from {first:,} to {last:,}, now / before",
+                added["beam"] / added["before"],
+                0.5,
+                higher=False,
+            )
 
 
 def cpu_of(run: dict[str, Any]) -> float:
@@ -383,8 +397,10 @@ def main(argv: list[str] | None = None) -> int:
                 saved = work / f"host-{way}-{n}.json" if args.reuse else None
                 root = export_revision(args.before, work) if way == "before" else None
                 mode = "beam" if way == "before" else way
-                argv = [mode, tasks, str(work / f"out-{way}-{n}")]
-                got = run_child(argv, saved, root)
+                out_dir = work / f"out-{way}-{n}"
+                if saved is None or not saved.exists():  # no file of an earlier run is read
+                    shutil.rmtree(out_dir, ignore_errors=True)
+                got = run_child([mode, tasks, str(out_dir)], saved, root)
                 print(f"  {way}: {got['wall_s']:.1f} s, CPU {cpu_of(got):.1f} s", flush=True)
                 if way not in host[n] or cpu_of(got) < cpu_of(host[n][way]):
                     host[n][way] = got  # the best round of each way
