@@ -12,7 +12,7 @@ import pytest
 from apache_beam.coders import coders
 from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
 from apache_beam.portability.api import beam_fn_api_pb2
-from apache_beam.runners.portability.fn_api_runner import execution
+from apache_beam.runners.portability.fn_api_runner import execution, worker_handlers
 from apache_beam.runners.worker import data_plane
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, window
@@ -227,3 +227,50 @@ def test_a_large_stage_input_runs_as_several_bundles_with_the_same_result(
     counters = {c.key.metric.name: c.committed for c in result.metrics().query()["counters"]}
     assert counters["elements"] == len(rows)
     assert counters["bundles"] > 10  # about 24 bundles of 1 MB
+
+
+class _Stage:
+    def __init__(self, stateful: bool) -> None:
+        self.stateful = stateful
+
+    def is_stateful(self) -> bool:
+        return self.stateful
+
+
+class _Context:
+    def __init__(self, stateful: bool) -> None:
+        self.stage = _Stage(stateful)
+        self.worker_handlers = [object.__new__(worker_handlers.EmbeddedWorkerHandler)]
+
+
+class _Bundles:
+    def __init__(self, stateful: bool = False) -> None:
+        self.bundle_context_manager = _Context(stateful)
+
+    def _select_split_manager(self) -> None:
+        return None
+
+
+def test_the_parts_alone_hold_a_split_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once split, the stage's buffer lets go of its chunks (each part's are freed once it
+    ran); a stateful stage, or an input within one part, is left whole."""
+    monkeypatch.setattr(chunked_runner, "PART_BYTES", 100)
+    chunks = [bytes([i]) * 60 for i in range(7)]
+
+    def buffer() -> execution.ListBuffer:
+        buf = execution.ListBuffer(None)
+        for c in chunks:
+            buf.append(c)
+        return buf
+
+    buf = buffer()
+    parts = chunked_runner._in_parts(_Bundles(), {"t": buf}, {}, {})
+    assert parts is not None and len(parts) == 5
+    assert [c for part in parts for c in part["t"]] == chunks
+    assert list(buf) == []
+    kept = buffer()
+    assert chunked_runner._in_parts(_Bundles(stateful=True), {"t": kept}, {}, {}) is None
+    assert list(kept) == chunks
+    monkeypatch.setattr(chunked_runner, "PART_BYTES", 1000)
+    assert chunked_runner._in_parts(_Bundles(), {"t": kept}, {}, {}) is None
+    assert list(kept) == chunks
