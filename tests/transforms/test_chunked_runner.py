@@ -274,3 +274,27 @@ def test_the_parts_alone_hold_a_split_input(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(chunked_runner, "PART_BYTES", 1000)
     assert chunked_runner._in_parts(_Bundles(), {"t": kept}, {}, {}) is None
     assert list(kept) == chunks
+
+
+def test_a_dry_run_leaves_the_input_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--direct_runner_bundle_repeat`` runs dry bundles before the real one on the same
+    input: a dry run is one bundle and lets go of nothing."""
+    monkeypatch.setattr(chunked_runner, "PART_BYTES", 100)
+    calls: list[tuple[list[bytes], bool]] = []
+
+    def original(manager: Any, inputs: Any, out: Any, fired: Any, timers: Any, dry: bool) -> Any:
+        calls.append((list(inputs["t"]), dry))
+        return beam_fn_api_pb2.InstructionResponse(), []
+
+    monkeypatch.setitem(chunked_runner._ORIGINAL, ("BundleManager", "process_bundle"), original)
+    chunks = [bytes([i]) * 60 for i in range(4)]
+    buf = execution.ListBuffer(None)
+    for c in chunks:
+        buf.append(c)
+    manager = _Bundles()
+    manager._cache_token_generator = iter(range(10))  # type: ignore[attr-defined]
+    chunked_runner.process_in_parts(manager, {"t": buf}, {}, {}, {}, dry_run=True)
+    assert calls == [(chunks, True)] and list(buf) == chunks
+    chunked_runner.process_in_parts(manager, {"t": buf}, {}, {}, {})
+    assert [c for got, _ in calls[1:] for c in got] == chunks and len(calls) == 1 + 3
+    assert list(buf) == []

@@ -32,9 +32,9 @@ waits in the data channel while the runner copies it out, on top of its whole in
   shard per bundle, so a large run has more, smaller shards holding the same rows.
 
 What reaches the stage is the same elements in the same order: the bytes of the chunks,
-joined, equal the stream Beam would have built (``tests/transforms/test_chunked_runner.py``). Each method is replaced only where it
-is the one this module was written against (checked by qualified name and parameters); another
-Beam keeps its own, and ``install()`` says so.
+joined, equal the stream Beam would have built (``tests/transforms/test_chunked_runner.py``).
+Each method is replaced only where it is the one this module was written against (checked by
+qualified name and parameters); another Beam keeps its own, and ``install()`` says so.
 """
 
 from __future__ import annotations
@@ -236,7 +236,9 @@ def process_in_parts(
     in-process worker runs a whole bundle before its output is read). The bundles share one
     cache token, so a side input is read once for the stage, as with one bundle."""
     original = _ORIGINAL[("BundleManager", "process_bundle")]
-    parts = _in_parts(manager, inputs, fired_timers, expected_output_timers)
+    # A dry run (``--direct_runner_bundle_repeat``) runs before the real one on the same input:
+    # it must leave the input whole.
+    parts = None if dry_run else _in_parts(manager, inputs, fired_timers, expected_output_timers)
     if parts is None:
         return original(
             manager, inputs, expected_outputs, fired_timers, expected_output_timers, dry_run
