@@ -267,7 +267,8 @@ def test_the_parts_alone_hold_a_split_input(monkeypatch: pytest.MonkeyPatch) -> 
     parts = chunked_runner._in_parts(_Bundles(), {"t": buf}, {}, {})
     assert parts is not None and len(parts) == 5
     assert [c for part in parts for c in part["t"]] == chunks
-    assert list(buf) == []
+    with pytest.raises(RuntimeError, match="cleared"):  # read again: loud, never empty
+        list(buf)
     kept = buffer()
     assert chunked_runner._in_parts(_Bundles(stateful=True), {"t": kept}, {}, {}) is None
     assert list(kept) == chunks
@@ -292,9 +293,21 @@ def test_a_dry_run_leaves_the_input_whole(monkeypatch: pytest.MonkeyPatch) -> No
     for c in chunks:
         buf.append(c)
     manager = _Bundles()
-    manager._cache_token_generator = iter(range(10))  # type: ignore[attr-defined]
     chunked_runner.process_in_parts(manager, {"t": buf}, {}, {}, {}, dry_run=True)
     assert calls == [(chunks, True)] and list(buf) == chunks
     chunked_runner.process_in_parts(manager, {"t": buf}, {}, {}, {})
     assert [c for got, _ in calls[1:] for c in got] == chunks and len(calls) == 1 + 3
-    assert list(buf) == []
+    assert buf.cleared
+
+
+def test_a_group_buffer_read_again_after_its_stage_ran_in_parts_fails_loudly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert chunked_runner.install()
+    monkeypatch.setattr(chunked_runner, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(chunked_runner, "PART_BYTES", 200)
+    buf = _buffer([(f"k{i}", "v" * 50) for i in range(40)])
+    parts = chunked_runner._in_parts(_Bundles(), {"t": buf}, {}, {})
+    assert parts is not None and len(parts) > 1
+    with pytest.raises(RuntimeError, match="read again"):
+        buf.partition(1)

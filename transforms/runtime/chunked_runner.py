@@ -28,7 +28,7 @@ waits in the data channel while the runner copies it out, on top of its whole in
 - ``process_in_parts`` (``BundleManager.process_bundle``): a stage input of more than
   ``PART_BYTES`` runs as bundles of about that size, one after another, each one's chunks
   freed once it ran; only one bundle's output waits in the channel at a time, and the input
-  shrinks as the output grows. Metrics are summed over the bundles. A file sink writes one
+  shrinks as the output grows. Counters are summed over the bundles. A file sink writes one
   shard per bundle, so a large run has more, smaller shards holding the same rows.
 
 What reaches the stage is the same elements in the same order: the bytes of the chunks,
@@ -85,6 +85,8 @@ def chunked_partition(buf: Any, n: int) -> list[list[bytes]]:
     """``GroupingBuffer.partition`` in chunks: group ``i`` goes to worker ``i % n`` as before,
     its encoding appended to that worker's current chunk; a chunk of ``CHUNK_BYTES`` or more is
     closed and a new one begun. Every worker gets at least one (maybe empty) chunk."""
+    if getattr(buf, _RELEASED, False):
+        raise RuntimeError("a group buffer was read again after a stage ran in parts from it")
     if buf._grouped_output:
         return buf._grouped_output
     out_coder = buf._post_grouped_coder.get_impl()
@@ -192,22 +194,31 @@ def _in_parts(
     del chunked
     for buf in inputs.values():
         _release(buf)
-    return [{name: parts[i] for name, parts in split.items()} for i in range(n)]
+    parts = [{name: got[i] for name, got in split.items()} for i in range(n)]
+    return [part for part in parts if any(part.values())]  # no empty bundle
+
+
+_RELEASED = "_tasksieve_released"
 
 
 def _release(buf: Any) -> None:
     """Drop the buffer's hold on its chunks, now held by the parts alone, so each part's
-    chunks are freed once that part has run. A stage's input buffer is its own (the runner
-    copies one read by two stages) and is not read again once the bundle ran."""
+    chunks are freed once that part has run. The runner reads a stage's input buffer only
+    for that stage (a list buffer read by two stages is copied for each; a group buffer has
+    one reader, the group's read), and not again once the bundle ran. Should that ever
+    change, a second read fails loudly instead of finding nothing: a list buffer is cleared
+    (Beam's own ``clear``: reading it raises), a group buffer marked."""
     if isinstance(buf, execution.ListBuffer):
-        buf._inputs = []
+        buf.clear()
     elif isinstance(buf, execution.GroupingBuffer):
         buf._grouped_output = [[]]
+        setattr(buf, _RELEASED, True)
 
 
 def _merged(a: Any, b: Any) -> Any:
-    """Two parts' responses as one: metrics consolidated (counters summed, as Beam's
-    ``ParallelBundleManager`` does), residuals of both, the first error."""
+    """Two parts' responses as one, as Beam's ``ParallelBundleManager`` merges its workers':
+    metrics consolidated (counters and distributions combined; a gauge or string set is kept
+    from one part), residuals of both, the first error."""
     return beam_fn_api_pb2.InstructionResponse(
         instruction_id=a.instruction_id,
         process_bundle=beam_fn_api_pb2.ProcessBundleResponse(
@@ -233,8 +244,8 @@ def process_in_parts(
     """``BundleManager.process_bundle``, run as bundles of about ``PART_BYTES`` in turn where
     the input is larger: each bundle's output is read into the runner's buffers before the
     next one runs, so only one bundle's output waits in the data channel at a time (the
-    in-process worker runs a whole bundle before its output is read). The bundles share one
-    cache token, so a side input is read once for the stage, as with one bundle."""
+    in-process worker runs a whole bundle before its output is read). Each bundle reads the
+    stage's side inputs again (the SDK caches them per bundle)."""
     original = _ORIGINAL[("BundleManager", "process_bundle")]
     # A dry run (``--direct_runner_bundle_repeat``) runs before the real one on the same input:
     # it must leave the input whole.
@@ -243,17 +254,12 @@ def process_in_parts(
         return original(
             manager, inputs, expected_outputs, fired_timers, expected_output_timers, dry_run
         )
-    tokens = manager._cache_token_generator
-    manager._cache_token_generator = itertools.repeat(next(tokens))
     merged, splits = None, []
     parts.reverse()
-    try:
-        while parts:
-            result, split = original(manager, parts.pop(), expected_outputs, {}, {}, dry_run)
-            splits += split
-            merged = result if merged is None else _merged(merged, result)
-    finally:
-        manager._cache_token_generator = tokens
+    while parts:
+        result, split = original(manager, parts.pop(), expected_outputs, {}, {}, dry_run)
+        splits += split
+        merged = result if merged is None else _merged(merged, result)
     return merged, splits
 
 
