@@ -61,6 +61,7 @@ CHUNK_BYTES = 8 << 20
 
 _ORIGINAL: dict[tuple[str, str], Any] = {}  # (class, method) -> Beam's own, while replaced
 _WARNED: set[str] = set()
+_RELEASED = "_tasksieve_released"  # set on a group buffer whose stage ran in parts
 
 
 def _grouped(buf: Any) -> Callable[[Any, list[Any]], Iterable[Any]]:
@@ -196,9 +197,6 @@ def _in_parts(
         _release(buf)
     parts = [{name: got[i] for name, got in split.items()} for i in range(n)]
     return [part for part in parts if any(part.values())]  # no empty bundle
-
-
-_RELEASED = "_tasksieve_released"
 
 
 def _release(buf: Any) -> None:
