@@ -68,7 +68,7 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 unit: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=40
 
 test: lint typecheck docs unit
 
