@@ -35,13 +35,15 @@ TASK = TaskRecord(
 )
 GOOD = "def add(a, b):\n    return a + b\n"
 WRONG = "def add(a, b):\n    return a - b\n"
-# Honest only when no process, file or directory of an earlier sample is visible here.
+# Honest only when no process, file or directory of an earlier sample is visible here, and
+# the sample's own directory is its cwd, HOME and TMPDIR.
 PROBE = """
 import os
 def add(a, b):
     mine = os.getcwd()
     left = [n for n in os.listdir('/tmp') if n.startswith('left')]
-    ok = not left and mine.startswith('/tmp/c')
+    own = os.environ.get('HOME') == mine == os.environ.get('TMPDIR')
+    ok = not left and mine.startswith('/tmp/c') and own
     return a + b if ok else -999
 """
 HOSTILE = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import uuid
 import pytest
 
 from tasksieve.verifiers.sandbox.base import Limits
+from tasksieve.verifiers.sandbox.process.runs import warm_job
 from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 from tasksieve.verifiers.sandbox.process.userns import server_prefix
 
@@ -200,6 +202,14 @@ def test_env_is_cleared(sandbox, monkeypatch):
     monkeypatch.setenv("TASKSIEVE_SECRET", "s3cret")
     ex = sandbox.run({}, py(sandbox, "import os; print(dict(os.environ))"), FAST)
     assert b"s3cret" not in ex.stdout
+
+
+def test_warm_runs_get_exactly_the_job_environment_and_their_own_random_state(sandbox):
+    code = "import json, os, random; print(json.dumps(list(os.environ.items())), random.random())"
+    runs = [sandbox.run({}, py(sandbox, code), FAST).stdout.decode().rsplit(" ", 1) for _ in "ab"]
+    want = list(warm_job([], FAST)["env"].items())
+    assert [[tuple(kv) for kv in json.loads(env)] for env, _ in runs] == [want, want]
+    assert runs[0][1] != runs[1][1]  # a fork's generator is seeded anew, as a fresh one's
 
 
 def test_weak_mode_needs_opt_in():

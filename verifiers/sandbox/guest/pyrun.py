@@ -61,8 +61,6 @@ def fresh_main(filename: str) -> types.ModuleType:
     for name, stream in streams.items():
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
-    if "random" in sys.modules:
-        sys.modules["random"].seed()
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = __builtins__
     if filename != "<string>":

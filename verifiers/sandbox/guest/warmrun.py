@@ -27,12 +27,15 @@ Nothing here is a security boundary: it runs with the candidate's uid, after the
 the run up. It does NOT isolate runs from the warm heap (every run starts from the same
 memory image, hash seed and preloaded modules) nor make a warm run identical to a fresh
 interpreter beyond its exit status and output: ``sys.modules`` holds the preloaded modules,
-and a registered script's frames carry the file name ``harness.py`` (a ``warm_main``
-traceback starts at ``warm_main``, not at the script's top level).
+a registered script's frames carry the file name ``harness.py`` (a ``warm_main``
+traceback starts at ``warm_main``, not at the script's top level), and the job runs under the
+frames of the server that forked it (up to nine), so it can recurse that many frames less deep
+before ``RecursionError`` than the same script in a fresh interpreter.
 """
 
 from __future__ import annotations
 
+import _signal
 import contextlib
 import gc
 import os
@@ -83,15 +86,32 @@ def set_rlimits(rlimits: dict[str, Any], names: tuple[str, ...]) -> None:
 def hand_over(job: dict[str, Any]) -> dict[str, Any]:
     """Give the job its environment and default signals; exec its command, or return the job
     when its ``argv`` runs warm in this interpreter (``run_warm``)."""
-    for sig in _JOB_SIGNALS:
-        signal.signal(sig, signal.SIG_DFL)
+    for sig in _JOB_SIGNALS:  # the C function: ``signal.signal`` also makes enums of both ends
+        _signal.signal(sig, _signal.SIG_DFL)
     env = {str(k): str(v) for k, v in job["env"].items()}
-    os.environ.clear()
-    os.environ.update(env)
+    set_environ(env)
     argv = [str(a) for a in job["argv"]]
     if warm_eligible(argv, _REAL_EXE):
         return job
     exec_command(argv, env)
+
+
+def set_environ(env: dict[str, str]) -> None:
+    """Make ``os.environ`` and the C environment exactly ``env``, in its order.
+
+    A forked job whose names are the server's, in the same order (the backends start their
+    servers with the jobs' environment), only has changed values set in place; any other is
+    cleared and rebuilt. Both leave the same environment: clearing and rebuilding it goes
+    through the mapping ABCs and touches more of the warm heap, which a forked run pays for
+    in copied pages.
+    """
+    if list(os.environ) == list(env):
+        for key, value in env.items():
+            if os.environ[key] != value:
+                os.environ[key] = value
+        return
+    os.environ.clear()
+    os.environ.update(env)
 
 
 def job_failed(e: BaseException, argv: list[str]) -> NoReturn:

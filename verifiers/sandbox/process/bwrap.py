@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 
 from tasksieve.verifiers.sandbox.base import Limits
-from tasksieve.verifiers.sandbox.process.runs import PATH, WORKDIR
+from tasksieve.verifiers.sandbox.process.forkserver import JOB_ENV
+from tasksieve.verifiers.sandbox.process.runs import WORKDIR
 
 
 def bwrap_argv(
@@ -87,18 +88,7 @@ def bwrap_argv(
         "--chdir",
         WORKDIR,
         "--clearenv",
-        "--setenv",
-        "PATH",
-        PATH,
-        "--setenv",
-        "HOME",
-        WORKDIR,
-        "--setenv",
-        "TMPDIR",
-        WORKDIR,
-        "--setenv",
-        "LANG",
-        "C.UTF-8",
+        *(a for k, v in JOB_ENV.items() for a in ("--setenv", k, v)),  # as a warm job's
         "--",
         *inner,
     ]

@@ -22,13 +22,13 @@ from typing import Any
 from tasksieve.verifiers.sandbox.base import Execution, Limits
 from tasksieve.verifiers.sandbox.pipes import Pump, drain_until
 from tasksieve.verifiers.sandbox.process.binds import infra_error
-from tasksieve.verifiers.sandbox.process.forkserver import ForkedProcess
+from tasksieve.verifiers.sandbox.process.forkserver import JOB_ENV, ForkedProcess
 from tasksieve.verifiers.sandbox.process.reap import inits_of, wait_gone
 from tasksieve.verifiers.sandbox.process.uids import UIDS
 from tasksieve.verifiers.sandbox.support import limit_from, parse_frames, read_nofollow
 
-WORKDIR = "/tmp"
-PATH = "/usr/local/bin:/usr/bin:/bin"
+WORKDIR = JOB_ENV["HOME"]
+PATH = JOB_ENV["PATH"]
 
 
 def warm_job(command: list[str], limits: Limits) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def warm_job(command: list[str], limits: Limits) -> dict[str, Any]:
     cpu = max(1, math.ceil(limits.cpu_s))
     return {
         "argv": list(command),
-        "env": {"PATH": PATH, "HOME": WORKDIR, "LANG": "C.UTF-8", "TMPDIR": WORKDIR},
+        "env": dict(JOB_ENV),
         "rlimits": {
             "RLIMIT_AS": [mem, mem],
             "RLIMIT_CPU": [cpu, cpu + 1],

@@ -213,7 +213,8 @@ def _pair_init(fds: list[int], cfg: dict[str, Any], server: int) -> dict[str, An
 def _become_job(
     job: dict[str, Any], fds: list[int], cfg: dict[str, Any], server: int = -1
 ) -> dict[str, Any]:
-    """Drop to the job's uid and limits; exec the command or return it for a warm run.
+    """Drop to the job's uid and limits; exec the command, or run it warm right here
+    (``cfg["_run"]``, which exits; without it, return the job for the caller to run).
 
     ``fds`` become the job's fds 0, 1, 2, ... in order; every other fd is closed. With
     ``server`` (a pidfd; the pair's tests process, pid 1 of its namespace) the parent-death
@@ -237,9 +238,13 @@ def _become_job(
         _ok(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
         if cfg.get("_prog"):
             _ok(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, cfg["_prog"], 0, 0), "seccomp")
-        return hand_over(job)
+        job = hand_over(job)
     except BaseException as e:
         job_failed(e, list(job["argv"]))
+    run = cfg.get("_run")
+    if run is not None:  # run it here, and exit: unwinding the frames above would free their
+        run(job)  # objects, and a forked process copies every page it frees an object on
+    return job
 
 
 # --------------------------------------------------------------------------- the server
@@ -384,6 +389,7 @@ def boot() -> tuple[dict[str, Any], WarmScripts]:
         cfg["_prog"] = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(buf))
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     warm = warm_up(cfg.get("warm_sources", []), [])  # the preimports come after ready
+    cfg["_run"] = lambda job: run_warm(job, warm)  # a forked job runs where it was forked
     ctl = socket.socket(fileno=int(cfg["ctl_fd"]))
     job = serve(ctl, cfg, warm)
     return job, warm
