@@ -24,25 +24,48 @@ from tasksieve.verifiers.retry import RetryPolicy
 # The exit of a warm run before it stopped importing ``threading`` (``guest.pyrun.finish``).
 NEW_EXIT = '    threading = sys.modules.get("threading")\n'
 OLD_EXIT = "    import threading\n"
+# A job's start before it ran where it was forked, with its environment set in place, its
+# signals reset through the C function and random seeded once (``guest.warmrun``,
+# ``guest.pyrun``, the server's ``boot``): (the guest's text now, its text before).
+RUN_BEFORE = (
+    (
+        "        _signal.signal(sig, _signal.SIG_DFL)\n",
+        "        signal.signal(sig, signal.SIG_DFL)\n",
+    ),
+    ("    set_environ(env)\n", "    os.environ.clear()\n    os.environ.update(env)\n"),
+    (
+        '    main = types.ModuleType("__main__")\n',
+        '    if "random" in sys.modules:\n        sys.modules["random"].seed()\n'
+        '    main = types.ModuleType("__main__")\n',
+    ),
+    (
+        '    cfg["_run"] = lambda job: run_warm(job, warm)'
+        "  # a forked job runs where it was forked\n",
+        "",
+    ),
+)
+BEFORE = {"exit": ((NEW_EXIT, OLD_EXIT),), "run": RUN_BEFORE}
 
 
 def batch_setup(
-    jobs: list[Job], k: int = 2, old_exit: bool = False
+    jobs: list[Job], k: int = 2, before: str | None = None
 ) -> tuple[str, Callable[[int], Pass], str, Callable[[], None]]:
     """(label, timed pass given the worker count, note, stop) for the batch setup.
 
     A pass's rate counts every execution (``k // 2`` per job); a job's verdict is its
     solution's when all its copies agree, else the wrong one (so any disagreement shows as a
-    mismatch). ``old_exit``: the fork server runs the guest with a warm run's exit as it was
-    before (importing ``threading`` in every run), the before of that change in the same run.
+    mismatch). ``before`` (a key of ``BEFORE``): the fork server runs the guest as it was
+    before that change (``exit``: importing ``threading`` in every run's exit; ``run``: a job
+    started as before ``RUN_BEFORE``), the before of that change in the same run.
     """
     copies = max(1, k // 2)
     sandbox = make_sandbox("process")
-    if old_exit:
+    if before:
         server = getattr(sandbox, "_server", None)
-        if server is None or NEW_EXIT not in server.source:
-            raise RuntimeError("the old exit needs the fork server and the current guest")
-        server.source = server.source.replace(NEW_EXIT, OLD_EXIT)
+        if server is None or any(now not in server.source for now, _ in BEFORE[before]):
+            raise RuntimeError(f"the guest before {before!r} needs the fork server and this guest")
+        for now, then in BEFORE[before]:
+            server.source = server.source.replace(now, then)
         server.close()  # the probe started it with the current guest: the next run restarts it
     verifier = get_verifier("code", sandbox)
     groups: dict[str, list[int]] = {}
@@ -83,7 +106,9 @@ def batch_setup(
 
     who = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
     label = f"tasksieve process backend ({who}), verify_batch per task (K={2 * copies})"
-    if old_exit:
+    if before == "exit":
         label += ", the exit before (threading imported in every run)"
+    elif before == "run":
+        label += ", a job's start before (frames unwound, environment rebuilt)"
     note = ", ".join(f"{k}={v}" for k, v in dict(getattr(sandbox, "describe", dict)()).items())
     return label, run, note, stop

@@ -17,6 +17,8 @@ pass) and a wrong variant of it (must fail), so half the executions fail. Setups
 - nrbatch: ``nrsub`` timing the verify stage's path (``batch`` below) as ``nobody``;
 - batchexit: ``batch`` with a warm run's exit as it was before (``threading`` imported at
   every run's exit; ``benchmarks.sandbox_batch.OLD_EXIT``): the before of that change;
+- batchrun: ``batch`` with a job started as it was before it ran where it was forked
+  (``benchmarks.sandbox_batch.RUN_BEFORE``): the before of that change;
 - docker: ``get_verifier("code", make_sandbox("docker"))``;
 - procwait: ``proc`` as it was before verdicts stopped waiting for their pair's namespace to
   empty (every pair run closed with ``linger=False``, patched in for its own passes only): the
@@ -69,8 +71,8 @@ from tasksieve.verifiers.families.python.verifier import PythonVerifier
 from tasksieve.verifiers.sandbox.process.pair import PairProcess
 
 ALL = (
-    "fork", "a", "b", "c", "proc", "batch", "batchexit", "procseq", "procwait", "nonroot",
-    "nrsub", "nrbatch", "docker",
+    "fork", "a", "b", "c", "proc", "batch", "batchexit", "batchrun", "procseq", "procwait",
+    "nonroot", "nrsub", "nrbatch", "docker",
 )  # fmt: skip
 QUICK = ("fork", "a", "b", "proc", "batch", "nonroot", "nrbatch")
 GOALS = tuple(
@@ -84,6 +86,7 @@ UNPRIVILEGED = {  # setup -> (nobody has subordinate uids, batch), label
 RATIOS = (
     ("batch", "proc"),
     ("batch", "batchexit"),
+    ("batch", "batchrun"),
     ("proc", "procseq"),
     ("batch", "a"),
     ("batch", "fork"),
@@ -174,8 +177,9 @@ def build(
     }
     for key in keys:
         try:
-            if key in ("batch", "batchexit"):
-                label, run, note, stop = batch_setup(work, batch_k, key == "batchexit")
+            if key in ("batch", "batchexit", "batchrun"):
+                before = {"batchexit": "exit", "batchrun": "run"}.get(key)
+                label, run, note, stop = batch_setup(work, batch_k, before)
                 stops.append(stop)
                 rows[key] = Row(label, run, note)
                 continue
