@@ -8,8 +8,11 @@ cgroup-v1 ``cpuacct`` hierarchy; says so and exits 2 otherwise.
 
 Each round verifies, for ``--n`` HumanEval problems, the right and the wrong solution: as one
 pair run each (``verify``, the path before multi-sample entries), as one ``verify_many`` of
-K=2 per task, and as one ``verify_many`` of K=8 (each solution four times). Verdicts must
-match the expected ones; the exit status is 1 otherwise.
+K=2, K=4 (the verify stage's default) and K=8 per task (each solution K/2 times), and as K=4 on
+a second fork server whose guest starts a job as it did before it ran where it was forked
+(``benchmarks.sandbox_batch.RUN_BEFORE``). Verdicts must match the expected ones; the exit
+status is 1 otherwise. Where the cgroup-v1 ``memory`` hierarchy is mounted too, the page
+faults of the same processes are counted from a memory group of their own (``pgfault``).
 
     python -m benchmarks.sandbox_multi_cpu --rounds 3 --n 20
 """
@@ -24,10 +27,12 @@ import time
 from collections.abc import Callable
 
 from benchmarks.humaneval_jobs import jobs
+from benchmarks.sandbox_batch import RUN_BEFORE
 from benchmarks.timing import command_line, machine_line
 from tasksieve.verifiers import get_verifier, make_sandbox
 
 CPUACCT = "/sys/fs/cgroup/cpuacct"
+MEMORY = "/sys/fs/cgroup/memory"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,18 +45,34 @@ def main(argv: list[str] | None = None) -> int:
         print("needs root and a cgroup-v1 cpuacct hierarchy at " + CPUACCT)
         return 2
     print(f"command: {command_line('benchmarks.sandbox_multi_cpu')}")
-    group = f"{CPUACCT}/tasksieve-bench-{os.getpid()}"
-    os.mkdir(group)
-    with open(f"{group}/cgroup.procs", "w") as fh:
-        fh.write(str(os.getpid()))
+    roots = [r for r in (CPUACCT, MEMORY) if r == CPUACCT or os.path.exists(f"{r}/memory.stat")]
+    group = f"tasksieve-bench-{os.getpid()}"
+    for root in roots:
+        os.mkdir(f"{root}/{group}")
+        with open(f"{root}/{group}/cgroup.procs", "w") as fh:
+            fh.write(str(os.getpid()))
 
-    def used() -> float:
-        with open(f"{group}/cpuacct.usage") as fh:
-            return int(fh.read()) / 1e9
+    def used() -> tuple[float, int]:
+        with open(f"{CPUACCT}/{group}/cpuacct.usage") as fh:
+            cpu = int(fh.read()) / 1e9
+        if MEMORY not in roots:
+            return cpu, 0
+        with open(f"{MEMORY}/{group}/memory.stat") as fh:
+            stat = dict(line.split() for line in fh)
+        return cpu, int(stat["pgfault"])
 
     work = jobs(args.n)
     sandbox = make_sandbox("process")
     verifier = get_verifier("code", sandbox)
+    before_box = make_sandbox("process")
+    server = getattr(before_box, "_server", None)
+    if server is None:
+        print("needs the fork server (bubblewrap as root)")
+        return 2
+    for now, then in RUN_BEFORE:
+        server.source = server.source.replace(now, then)
+    server.close()  # restarted with the guest as before at its first run
+    before = get_verifier("code", before_box)
     tasks = [(work[i].task(), work[i].solution, work[i + 1].solution) for i in range(0, len(work), 2)]  # fmt: skip  # noqa: E501
     want = ["pass", "fail"]
     ways: dict[str, Callable[[], list[str]]] = {
@@ -61,11 +82,17 @@ def main(argv: list[str] | None = None) -> int:
         "verify_many, K=2": lambda: [
             v.status for t, a, b in tasks for v in verifier.verify_many(t, [a, b])
         ],
+        "verify_many, K=4": lambda: [
+            v.status for t, a, b in tasks for v in verifier.verify_many(t, [a, b] * 2)
+        ],
+        "verify_many, K=4, a job's start before": lambda: [
+            v.status for t, a, b in tasks for v in before.verify_many(t, [a, b] * 2)
+        ],
         "verify_many, K=8": lambda: [
             v.status for t, a, b in tasks for v in verifier.verify_many(t, [a, b] * 4)
         ],
     }
-    got: dict[str, list[tuple[float, float]]] = {k: [] for k in ways}
+    got: dict[str, list[tuple[float, float, float]]] = {k: [] for k in ways}
     bad = 0
     try:
         for fn in ways.values():  # warm-up: the server, its imports, reference timings
@@ -73,27 +100,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"before: {machine_line()}")
         for _ in range(args.rounds):
             for name, fn in ways.items():
-                c0, w0 = used(), time.perf_counter()
+                (c0, f0), w0 = used(), time.perf_counter()
                 statuses = fn()
-                w1, c1 = time.perf_counter(), used()
+                w1, (c1, f1) = time.perf_counter(), used()
                 n = len(statuses)
                 bad += sum(s != want[i % 2] for i, s in enumerate(statuses))
-                got[name].append((1000 * (c1 - c0) / n, 1000 * (w1 - w0) / n))
+                got[name].append((1000 * (c1 - c0) / n, 1000 * (w1 - w0) / n, (f1 - f0) / n))
         print(f"after: {machine_line()}")
     finally:
-        verifier.close()
-        sandbox.close()
-        with open(f"{CPUACCT}/cgroup.procs", "w") as fh:
-            fh.write(str(os.getpid()))
+        for v, box in ((verifier, sandbox), (before, before_box)):
+            v.close()
+            box.close()
+        for root in roots:
+            with open(f"{root}/cgroup.procs", "w") as fh:
+                fh.write(str(os.getpid()))
         time.sleep(0.2)
-        os.rmdir(group)
-    base = statistics.median(c for c, _ in got["pair run per sample"])
-    print("| way | CPU ms per sample (median) | wall ms per sample (median) | CPU vs pair |")
-    print("|---|---|---|---|")
+        for root in roots:
+            os.rmdir(f"{root}/{group}")
+    base = statistics.median(r[0] for r in got["pair run per sample"])
+    print("| way | CPU ms per sample | wall ms per sample | page faults per sample | CPU vs pair |")
+    print("|---|---|---|---|---|")
     for name, rows in got.items():
-        cpu = statistics.median(c for c, _ in rows)
-        wall = statistics.median(w for _, w in rows)
-        print(f"| {name} | {cpu:.1f} | {wall:.1f} | {cpu / base:.2f}x |")
+        cpu, wall, faults = (statistics.median(r[i] for r in rows) for i in range(3))
+        shown = f"{faults:.0f}" if MEMORY in roots else "n/a"
+        print(f"| {name} | {cpu:.1f} | {wall:.1f} | {shown} | {cpu / base:.2f}x |")
+    print("(medians of the rounds)")
     if bad:
         print(f"FAILED: {bad} wrong verdicts")
         return 1
