@@ -9,7 +9,9 @@ import pytest
 
 from benchmarks import reward_throughput, sandbox_throughput, service_load, sql_throughput
 from benchmarks.humaneval_jobs import jobs as code_jobs
+from benchmarks.sandbox_batch import BEFORE
 from benchmarks.sql_jobs import jobs as sql_jobs
+from tasksieve.verifiers.sandbox.process.forkserver import SERVER_SOURCE
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
@@ -118,3 +120,10 @@ def test_verify_groups_tiny_run_agrees(capsys: pytest.CaptureFixture) -> None:
     assert verify_groups.main(["--samples", "2", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
     assert "32 solutions, 2 per task" in out and "statuses agree: {'pass': 32}" in out
+
+
+def test_each_guest_before_a_change_can_still_be_rebuilt() -> None:
+    """The ``batchexit`` and ``batchrun`` setups patch the current guest back: every text they
+    replace must occur once, or their "before" would silently be the current guest."""
+    for name, pairs in BEFORE.items():
+        assert [SERVER_SOURCE.count(now) for now, _ in pairs] == [1] * len(pairs), name

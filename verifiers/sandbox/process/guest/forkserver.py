@@ -213,8 +213,7 @@ def _pair_init(fds: list[int], cfg: dict[str, Any], server: int) -> dict[str, An
 def _become_job(
     job: dict[str, Any], fds: list[int], cfg: dict[str, Any], server: int = -1
 ) -> dict[str, Any]:
-    """Drop to the job's uid and limits; exec the command, or run it warm right here
-    (``cfg["_run"]``, which exits; without it, return the job for the caller to run).
+    """Drop to the job's uid and limits; exec the command or run it warm here (and exit).
 
     ``fds`` become the job's fds 0, 1, 2, ... in order; every other fd is closed. With
     ``server`` (a pidfd; the pair's tests process, pid 1 of its namespace) the parent-death
@@ -241,10 +240,9 @@ def _become_job(
         job = hand_over(job)
     except BaseException as e:
         job_failed(e, list(job["argv"]))
-    run = cfg.get("_run")
-    if run is not None:  # run it here, and exit: unwinding the frames above would free their
-        run(job)  # objects, and a forked process copies every page it frees an object on
-    return job
+    if cfg.get("_run"):  # not returning: unwound frames would free objects on shared pages
+        cfg["_run"](job)
+    return job  # no ``_run``: the caller runs it
 
 
 # --------------------------------------------------------------------------- the server
