@@ -47,6 +47,18 @@ RUN_BEFORE = (
 BEFORE = {"exit": ((NEW_EXIT, OLD_EXIT),), "run": RUN_BEFORE}
 
 
+def guest_before(sandbox: object, before: str) -> None:
+    """Have ``sandbox``'s fork server run, from its next run on, the guest as it was before the
+    change ``before`` (a key of ``BEFORE``); RuntimeError without a fork server or where the
+    current guest lacks a text the change replaced."""
+    server = getattr(sandbox, "_server", None)
+    if server is None or any(now not in server.source for now, _ in BEFORE[before]):
+        raise RuntimeError(f"the guest before {before!r} needs the fork server and this guest")
+    for now, then in BEFORE[before]:
+        server.source = server.source.replace(now, then)
+    server.close()  # the probe started it with the current guest: the next run restarts it
+
+
 def batch_setup(
     jobs: list[Job], k: int = 2, before: str | None = None
 ) -> tuple[str, Callable[[int], Pass], str, Callable[[], None]]:
@@ -61,12 +73,7 @@ def batch_setup(
     copies = max(1, k // 2)
     sandbox = make_sandbox("process")
     if before:
-        server = getattr(sandbox, "_server", None)
-        if server is None or any(now not in server.source for now, _ in BEFORE[before]):
-            raise RuntimeError(f"the guest before {before!r} needs the fork server and this guest")
-        for now, then in BEFORE[before]:
-            server.source = server.source.replace(now, then)
-        server.close()  # the probe started it with the current guest: the next run restarts it
+        guest_before(sandbox, before)
     verifier = get_verifier("code", sandbox)
     groups: dict[str, list[int]] = {}
     for i, j in enumerate(jobs):

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 
 from benchmarks.humaneval_jobs import jobs
-from benchmarks.sandbox_batch import RUN_BEFORE
+from benchmarks.sandbox_batch import guest_before
 from benchmarks.timing import command_line, machine_line
 from tasksieve.verifiers import get_verifier, make_sandbox
 
@@ -52,6 +52,14 @@ def main(argv: list[str] | None = None) -> int:
         with open(f"{root}/{group}/cgroup.procs", "w") as fh:
             fh.write(str(os.getpid()))
 
+    def leave() -> None:  # back to the parent groups, then remove ours
+        for root in roots:
+            with open(f"{root}/cgroup.procs", "w") as fh:
+                fh.write(str(os.getpid()))
+        time.sleep(0.2)
+        for root in roots:
+            os.rmdir(f"{root}/{group}")
+
     def used() -> tuple[float, int]:
         with open(f"{CPUACCT}/{group}/cpuacct.usage") as fh:
             cpu = int(fh.read()) / 1e9
@@ -65,13 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     sandbox = make_sandbox("process")
     verifier = get_verifier("code", sandbox)
     before_box = make_sandbox("process")
-    server = getattr(before_box, "_server", None)
-    if server is None:
-        print("needs the fork server (bubblewrap as root)")
+    try:
+        guest_before(before_box, "run")
+    except RuntimeError as e:
+        print(e)
+        for box in (sandbox, before_box):
+            box.close()
+        leave()
         return 2
-    for now, then in RUN_BEFORE:
-        server.source = server.source.replace(now, then)
-    server.close()  # restarted with the guest as before at its first run
     before = get_verifier("code", before_box)
     tasks = [(work[i].task(), work[i].solution, work[i + 1].solution) for i in range(0, len(work), 2)]  # fmt: skip  # noqa: E501
     want = ["pass", "fail"]
@@ -111,12 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         for v, box in ((verifier, sandbox), (before, before_box)):
             v.close()
             box.close()
-        for root in roots:
-            with open(f"{root}/cgroup.procs", "w") as fh:
-                fh.write(str(os.getpid()))
-        time.sleep(0.2)
-        for root in roots:
-            os.rmdir(f"{root}/{group}")
+        leave()
     base = statistics.median(r[0] for r in got["pair run per sample"])
     print("| way | CPU ms per sample | wall ms per sample | page faults per sample | CPU vs pair |")
     print("|---|---|---|---|---|")

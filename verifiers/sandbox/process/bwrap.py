@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from tasksieve.verifiers.sandbox.base import Limits
-from tasksieve.verifiers.sandbox.process.forkserver import JOB_ENV
+from tasksieve.verifiers.sandbox.process.forkserver import clearenv_args
 from tasksieve.verifiers.sandbox.process.runs import WORKDIR
 
 
@@ -87,8 +87,7 @@ def bwrap_argv(
     argv += [
         "--chdir",
         WORKDIR,
-        "--clearenv",
-        *(a for k, v in JOB_ENV.items() for a in ("--setenv", k, v)),  # as a warm job's
+        *clearenv_args(),  # as a warm job's
         "--",
         *inner,
     ]

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.sandbox.process.bwrap import bwrap_argv
+from tasksieve.verifiers.sandbox.process.forkserver import JOB_ENV
 from tasksieve.verifiers.sandbox.process.launchers import COLLECTOR, RLIMIT_LAUNCHER
 from tasksieve.verifiers.sandbox.process.lifeline import guard_prefix
 from tasksieve.verifiers.sandbox.process.reap import init_from_info
-from tasksieve.verifiers.sandbox.process.runs import PATH, WORKDIR, SandboxProcess
+from tasksieve.verifiers.sandbox.process.runs import WORKDIR, SandboxProcess
 from tasksieve.verifiers.sandbox.process.tools import HostTools
 from tasksieve.verifiers.sandbox.process.unshare import unshare_argv
 from tasksieve.verifiers.sandbox.support import host_scratch
@@ -147,7 +148,7 @@ def spawn_cold(
             argv = _argv(setup, (files, command, limits, collect), uid, keep, ends)
             cwd = "/"
         home = WORKDIR if scratch is None else scratch
-        env = {"PATH": PATH, "HOME": home, "LANG": "C.UTF-8", "TMPDIR": home}
+        env = {**JOB_ENV, "HOME": home, "TMPDIR": home}
         popen = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,

@@ -83,6 +83,13 @@ JOB_ENV = {
     "LANG": "C.UTF-8",
     "TMPDIR": "/tmp",
 }
+
+
+def clearenv_args() -> list[str]:
+    """bubblewrap's arguments for a process started with exactly ``JOB_ENV``, in its order."""
+    return ["--clearenv", *(a for k, v in JOB_ENV.items() for a in ("--setenv", k, v))]
+
+
 _NO_PID = 2**31 - 1  # beyond pid_max: kill()/killpg() on it can never hit a host process
 _CAPS = ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_NET_ADMIN", "CAP_KILL")
 
@@ -237,7 +244,7 @@ class ForkServer:
                 "--unshare-uts", "--unshare-cgroup-try", *caps, "--new-session",
                 "--die-with-parent", *self._binds,
                 "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
-                "--clearenv", *(a for k, v in JOB_ENV.items() for a in ("--setenv", k, v)),
+                *clearenv_args(),
                 "--", self._python, "-I", "-S", "-c", self.source, str(cfd),
             ]  # fmt: skip
             self._proc = self._keeper.popen(
