@@ -44,7 +44,18 @@ RUN_BEFORE = (
         "",
     ),
 )
-BEFORE = {"exit": ((NEW_EXIT, OLD_EXIT),), "run": RUN_BEFORE}
+# Before a run's IPC namespace was bounded, its SysV objects removed after each sample and
+# jobs raised their oom_score_adj (``guest.ipclimits``, ``guest.nsutil.oom_adjust``); the
+# server then also had no cgroup of its own (``servercg``).
+IPC_BEFORE = (
+    ('    limit_ipc(int(job.get("rlimits", {}).get("RLIMIT_AS", [0])[0]))  # (ipclimits)\n', ""),
+    (
+        '        oom_adjust(int(job.get("oom_score_adj", 1000)))  # a run dies before the server\n',
+        "",
+    ),
+    ("    remove_ipc(uid)  # its SysV objects too: the next sample finds none of them\n", ""),
+)
+BEFORE = {"exit": ((NEW_EXIT, OLD_EXIT),), "run": RUN_BEFORE, "ipc": IPC_BEFORE}
 
 
 def guest_before(sandbox: object, before: str) -> None:
@@ -56,6 +67,8 @@ def guest_before(sandbox: object, before: str) -> None:
         raise RuntimeError(f"the guest before {before!r} needs the fork server and this guest")
     for now, then in BEFORE[before]:
         server.source = server.source.replace(now, then)
+    if before == "ipc":
+        server._memory = -1  # and no cgroup of its own
     server.close()  # the probe started it with the current guest: the next run restarts it
 
 
@@ -117,5 +130,7 @@ def batch_setup(
         label += ", the exit before (threading imported in every run)"
     elif before == "run":
         label += ", a job's start before (frames unwound, environment rebuilt)"
+    elif before == "ipc":
+        label += ", before IPC limits, oom_score_adj and the server's cgroup"
     note = ", ".join(f"{k}={v}" for k, v in dict(getattr(sandbox, "describe", dict)()).items())
     return label, run, note, stop

@@ -19,6 +19,9 @@ pass) and a wrong variant of it (must fail), so half the executions fail. Setups
   every run's exit; ``benchmarks.sandbox_batch.OLD_EXIT``): the before of that change;
 - batchrun: ``batch`` with a job started as it was before it ran where it was forked
   (``benchmarks.sandbox_batch.RUN_BEFORE``): the before of that change;
+- batchipc: ``batch`` on a fork server without a cgroup and with the guest before runs' IPC
+  namespaces were bounded and jobs raised their ``oom_score_adj``
+  (``benchmarks.sandbox_batch.IPC_BEFORE``): the before of that change;
 - docker: ``get_verifier("code", make_sandbox("docker"))``;
 - procwait: ``proc`` as it was before verdicts stopped waiting for their pair's namespace to
   empty (every pair run closed with ``linger=False``, patched in for its own passes only): the
@@ -71,7 +74,8 @@ from tasksieve.verifiers.families.python.verifier import PythonVerifier
 from tasksieve.verifiers.sandbox.process.pair import PairProcess
 
 ALL = (
-    "fork", "a", "b", "c", "proc", "batch", "batchexit", "batchrun", "procseq", "procwait",
+    "fork", "a", "b", "c", "proc", "batch", "batchexit", "batchrun", "batchipc", "procseq",
+    "procwait",
     "nonroot", "nrsub", "nrbatch", "docker",
 )  # fmt: skip
 QUICK = ("fork", "a", "b", "proc", "batch", "nonroot", "nrbatch")
@@ -87,6 +91,7 @@ RATIOS = (
     ("batch", "proc"),
     ("batch", "batchexit"),
     ("batch", "batchrun"),
+    ("batch", "batchipc"),
     ("proc", "procseq"),
     ("batch", "a"),
     ("batch", "fork"),
@@ -177,8 +182,8 @@ def build(
     }
     for key in keys:
         try:
-            if key in ("batch", "batchexit", "batchrun"):
-                before = {"batchexit": "exit", "batchrun": "run"}.get(key)
+            if key in ("batch", "batchexit", "batchrun", "batchipc"):
+                before = {"batchexit": "exit", "batchrun": "run", "batchipc": "ipc"}.get(key)
                 label, run, note, stop = batch_setup(work, batch_k, before)
                 stops.append(stop)
                 rows[key] = Row(label, run, note)

@@ -35,18 +35,29 @@ TASK = TaskRecord(
 )
 GOOD = "def add(a, b):\n    return a + b\n"
 WRONG = "def add(a, b):\n    return a - b\n"
-# Honest only when no process, file or directory of an earlier sample is visible here, and
-# the sample's own directory is its cwd, HOME and TMPDIR.
+# Honest only when no process, file, directory or SysV IPC object of an earlier sample is
+# visible here, and the sample's own directory is its cwd, HOME and TMPDIR.
 PROBE = """
 import os
 def add(a, b):
     mine = os.getcwd()
     left = [n for n in os.listdir('/tmp') if n.startswith('left')]
+    ipc = [k for k in ('shm', 'sem', 'msg') if len(open('/proc/sysvipc/' + k).readlines()) > 1]
     own = os.environ.get('HOME') == mine == os.environ.get('TMPDIR')
-    ok = not left and mine.startswith('/tmp/c') and own
+    ok = not left and not ipc and mine.startswith('/tmp/c') and own
     return a + b if ok else -999
 """
 HOSTILE = {
+    # SysV objects anyone may open (mode 0666, fixed keys) outlive the sample's processes
+    # unless the entry removes them (first: its probe
+    # must share its entry, and an entry holds at most eight samples).
+    "sysv": (
+        "import ctypes\nlibc = ctypes.CDLL(None)\n"
+        "ids = [libc.shmget(0x7473, 4096, 0o1666), libc.semget(0x7474, 2, 0o1666),\n"
+        "       libc.msgget(0x7475, 0o1666)]\n"
+        "def add(a, b):\n    return a + b if min(ids) >= 0 else -1\n",
+        "pass",
+    ),
     "spin": ("def add(a, b):\n    while True:\n        pass\n", "timeout"),
     "sleep": ("import time\ndef add(a, b):\n    time.sleep(60)\n", "timeout"),
     "crash_load": ("import os\nos._exit(3)\n", "error"),

@@ -59,6 +59,7 @@ SUITES = [
     "tests/verifiers/test_multi_samples.py",
     "tests/verifiers/test_reclaim.py",
     "tests/verifiers/test_pair_linger.py",
+    "tests/verifiers/test_memory_outside_rlimits.py",
 ]
 
 

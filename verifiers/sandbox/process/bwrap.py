@@ -3,15 +3,25 @@
 Root: new pid, net, ipc, uts (and cgroup) namespaces, with only the capabilities to drop to
 the run's uid; unprivileged: every namespace bwrap can make, a user namespace included.
 Input files are memfds bound read-only into a size-limited tmpfs that is the run's cwd.
+
+SysV IPC: the fork server and the ``unshare`` guest bound each run's IPC namespace
+(``guest/ipclimits.py``); here no process of the run keeps the privilege to, and bwrap mounts
+``/proc/sys`` read-only, so the run's seccomp filter refuses creating SysV objects and POSIX
+message queues instead (``seccomp.IPC_CREATE_X86_64``): one program using them gets EPERM
+on this path where it gets a bounded budget on the others.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.sandbox.process.forkserver import clearenv_args
 from tasksieve.verifiers.sandbox.process.runs import WORKDIR
+from tasksieve.verifiers.sandbox.process.seccomp import build_filter
+
+_no_ipc_filter = functools.cache(lambda: build_filter(deny_ipc=True))
 
 
 def bwrap_argv(
@@ -62,7 +72,8 @@ def bwrap_argv(
         "--tmpfs",
         WORKDIR,
     ]
-    if seccomp:
+    if seccomp:  # a namespace whose SysV limits nobody here can set: no SysV objects at all
+        seccomp = _no_ipc_filter() or seccomp
         sfd = os.memfd_create("sandbox-seccomp")
         keep.append(sfd)
         os.write(sfd, seccomp)

@@ -100,12 +100,15 @@ class SessionCgroup:
     procs: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, memory_bytes: int, pids: int) -> SessionCgroup | None:
-        """A new cgroup with these limits (and one CPU), or None where none is available."""
+    def create(
+        cls, memory_bytes: int, pids: int, cpu: bool = True, prefix: str = "tasksieve-ws"
+    ) -> SessionCgroup | None:
+        """A new cgroup with these limits (and, with ``cpu``, one CPU), or None where none is
+        available."""
         kind, bases = probe()
         if not bases:
             return None
-        name = f"tasksieve-ws-{uuid.uuid4().hex[:12]}"
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
         group = cls()
         try:
             if kind == "v2":
@@ -117,10 +120,13 @@ class SessionCgroup:
                     _put(f"{d}/memory.swap.max", "0")
                 _put(f"{d}/pids.max", str(pids))
                 with contextlib.suppress(OSError):
-                    _put(f"{d}/cpu.max", "100000 100000")
+                    if cpu:
+                        _put(f"{d}/cpu.max", "100000 100000")
                 group.procs.append(f"{d}/cgroup.procs")
                 return group
             for c, base in bases.items():
+                if c == "cpu" and not cpu:
+                    continue
                 d = os.path.join(base, name)
                 os.mkdir(d)
                 group.dirs.append(d)
@@ -143,6 +149,22 @@ class SessionCgroup:
         """Move ``pid`` (the session's init, before it starts anything) into the cgroup."""
         for procs in self.procs:
             _put(procs, str(pid))
+
+    def oom_kills(self) -> int | None:
+        """How many processes the kernel's out-of-memory killer took in this cgroup so far."""
+        for d in self.dirs:
+            for name in ("memory.events", "memory.oom_control"):  # v2, v1
+                with contextlib.suppress(OSError, ValueError), open(os.path.join(d, name)) as fh:
+                    for line in fh:
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill":
+                            return int(value)
+        return None
+
+    def add_back(self, pid: int) -> None:
+        """Move ``pid`` back into the cgroup this one was made under."""
+        for procs in self.procs:
+            _put(os.path.join(os.path.dirname(os.path.dirname(procs)), "cgroup.procs"), str(pid))
 
     def remove(self) -> None:
         """Delete the directories (once the session's processes are gone)."""

@@ -14,7 +14,8 @@ the server reports the end only after the namespace is empty); its own mount nam
 fresh size-limited tmpfs as /tmp (and /dev/shm) and a fresh /proc, so no run sees another's
 scratch and input files are root-owned, read-only and undeletable (sticky dir); its own network
 namespace (loopback only, private to the run: no outside network, no host loopback, no
-abstract unix sockets or ports shared with other runs) and ipc/uts namespaces; its own
+abstract unix sockets or ports shared with other runs), uts and ipc namespaces (SysV IPC
+bounded, ``guest/ipclimits``); its own
 unprivileged uid (never reused while in use), so RLIMIT_NPROC counts only the run and it can
 neither signal nor ptrace the root-owned server and inits; rlimits; the seccomp deny filter
 (``seccomp``); fds closed except its three pipes. The server itself is unreachable:
@@ -36,17 +37,16 @@ private copy-on-write copy per run, as with every other module).
 
 It does NOT guard against: kernel bugs reachable through allowed syscalls (a run that
 escapes its uid lands next to a root server with CAP_SYS_ADMIN in the host user namespace;
-the per-run bwrap path has the same exposure through setpriv); memory or CPU summed over a
-run's processes (rlimits are per process; a cgroup would be needed); state shared through the
-warm interpreter's memory image (each run gets a copy-on-write copy of the same heap, the same
-hash seed and preloaded modules: nothing secret is in it, but runs are not byte-identical to a
-fresh interpreter); timing side channels between concurrent runs. It needs root (it drops to
+the per-run bwrap path has the same exposure through setpriv); memory or CPU summed over one
+run's processes (rlimits are per process; as root, ``servercg`` bounds all runs of a server
+together); state shared through the warm heap (a copy-on-write copy per run: nothing secret
+is in it, but runs are not byte-identical to a fresh interpreter); timing side channels
+between concurrent runs. It needs root (it drops to
 per-run uids) or, unprivileged, a user namespace with a block of the caller's subordinate uids
 (``userns.py``: the same per-run uids, mapped); without either the per-run bwrap path runs.
 
-Reclamation: bwrap runs with ``--die-with-parent``, started from a keeper thread that lives
-as long as the server (``reap.Keeper``); ``close()`` returns once the server's pid namespace,
-and every run nested in it, is empty.
+Reclamation: bwrap runs with ``--die-with-parent``, from a keeper thread that lives as long as
+the server (``reap.Keeper``); ``close()`` returns once the server's pid namespace is empty.
 """
 
 from __future__ import annotations
@@ -59,11 +59,13 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tasksieve.verifiers.sandbox.guest import bundle
 from tasksieve.verifiers.sandbox.process.guest import forkserver as forkserver_main
 from tasksieve.verifiers.sandbox.process.reap import Keeper, inits_of, wait_gone
+from tasksieve.verifiers.sandbox.process.servercg import ServerCgroup, default_memory_bytes
 from tasksieve.verifiers.sandbox.process.uids import UIDS
 from tasksieve.verifiers.sandbox.process.userns import server_prefix
 from tasksieve.verifiers.sandbox.warm import warm_sources
@@ -99,9 +101,11 @@ class ForkedProcess(subprocess.Popen[bytes]):
 
     ``returncode`` follows bwrap's convention (``128 + signal`` when the run died of a signal
     inside its namespace; ``-9`` when the server killed it). ``infra_error`` is set when the
-    server could not set the run up. ``cpu_s`` is the CPU time of every process of the run's
-    namespace, as the server reaped it (None until the end is reported).
-    """
+    server could not set the run up. ``cpu_s``: the CPU time of the run's namespace, as the
+    server reaped it (None until the end). ``oom_mark``: how to read the server cgroup's
+    out-of-memory kill count, and its value at the start."""
+
+    oom_mark: tuple[Callable[[], int | None], int | None] | None = None
 
     def __init__(self, args: list[str], stdin: int, stdout: int, stderr: int, status: socket.socket, uid: int) -> None:  # fmt: skip  # noqa: E501
         # Popen.__init__ is deliberately not called: there is no host child to create.
@@ -210,8 +214,11 @@ class ForkServer:
         python: str,
         seccomp: bytes | None,
         unshare: str | None = None,
+        memory_bytes: int = 0,
     ) -> None:
         self._bwrap, self._binds, self._python, self._seccomp = bwrap, binds, python, seccomp
+        self._memory = memory_bytes or default_memory_bytes()  # its cgroup's (servercg)
+        self.cgroup = ServerCgroup(None, "none: not started")
         self._unshare = unshare  # unprivileged, bwrap starts under it in a user namespace
         self.source = SERVER_SOURCE  # the guest it starts (a benchmark may start an older one)
         self._lock = threading.Lock()
@@ -271,6 +278,7 @@ class ForkServer:
             raise OSError(f"fork server did not start: {err.decode(errors='replace').strip()}")
         assert self._proc.stderr
         self._proc.stderr.close()  # the server never writes there once running
+        self.cgroup = ServerCgroup.confine(self._proc.pid, self._memory)  # before any request
 
     def _stop(self) -> None:
         """Close the control socket (the server kills every run and exits), wait for it.
@@ -290,13 +298,13 @@ class ForkServer:
                     self._proc.kill()
                     self._proc.wait()
                 wait_gone(self._inits, 30.0)
+                self.cgroup.remove()
             else:  # a forked copy of the host: the server belongs to the parent
                 for fd in self._inits:
                     os.close(fd)
             self._inits = []
-            for f in (self._proc.stderr,):
-                if f is not None:
-                    f.close()
+            if self._proc.stderr is not None:
+                self._proc.stderr.close()
             self._proc = None
 
     def submit(self, fds: list[int], collect: bool) -> None:
@@ -320,12 +328,8 @@ class ForkServer:
                         raise
 
     def _send_new_warm(self, ctl: socket.socket) -> None:
-        """Hand the server the scripts registered since it started (``w`` requests).
-
-        Requests are served in order, so the run sent next is forked with them warm; this
-        replaces a restart of the server (about 50 ms) when a family registers its harness
-        after the sandbox started.
-        """
+        """Hand the server the scripts registered since it started (``w`` requests, served in
+        order: the run sent next is forked with them warm, without restarting the server)."""
         sources = warm_sources()
         for src in sources[self._warm_count :]:
             fd = os.memfd_create("forkserver-warm")
@@ -392,4 +396,5 @@ def start_run(
         for fd in theirs.values():
             os.close(fd)
     proc = ForkedProcess(job["argv"], mine[0], mine[1], mine[2], status, int(job["uid"]))
+    proc.oom_mark = (server.cgroup.oom_kills, server.cgroup.oom_kills())  # (runs.supervise)
     return proc, collect_r

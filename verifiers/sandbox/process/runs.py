@@ -203,6 +203,8 @@ def supervise(
         found = {n: read_nofollow(proc.scratch, n, cap) for n in collect}
         files = {n: d for n, d in found.items() if d is not None}
     stderr = bytes(err.buf)
+    if limit_hit is None and code == 128 + signal.SIGKILL and _oom_killed(p):
+        limit_hit = "memory"  # the server's cgroup was full (``servercg``), not an rlimit
     return Execution(
         exit_code=code_out,
         stdout=bytes(out.buf),
@@ -215,3 +217,12 @@ def supervise(
         files=files,
         cpu_s=proc.cpu_s,
     )
+
+
+def _oom_killed(p: subprocess.Popen[bytes]) -> bool:
+    """Whether the kernel's out-of-memory killer acted in the run's cgroup while it ran."""
+    mark = getattr(p, "oom_mark", None)
+    if mark is None or mark[1] is None:
+        return False
+    now = mark[0]()
+    return now is not None and now > mark[1]

@@ -20,17 +20,17 @@ private size-limited tmpfs as its writable cwd (``/tmp``), a cleared environment
 rlimits on address space, CPU seconds, processes, file size and core dumps. Input files are
 read-only inside. Run as root, or through the unprivileged fork server, the command drops to a
 per-run unprivileged uid (so RLIMIT_NPROC applies and root-only files stay closed); on the
-per-run path unprivileged, it runs as the caller's uid mapped into a fresh user namespace. A
-wall-clock kill takes down the whole pid namespace. No process of a run outlives its verdict
-or ``close()``: the host waits until the run's pid namespace is empty, ``close()`` kills runs
-still going, and parent-death signals end every run if the host process dies.
+per-run path unprivileged, as the caller's uid in a fresh user namespace. A wall-clock kill
+takes down the whole pid namespace. No process of a run outlives its verdict or ``close()``:
+the host waits until the run's pid namespace is empty, and parent-death signals end every
+run if the host process dies.
 
 It does NOT guard against: kernel exploits (the seccomp filter is a deny list of dangerous
-calls, see seccomp.py, not an allow list); memory or CPU summed over processes (RLIMITs are
-per process, so the worst case is ``max_processes`` times the limit until the wall clock
-fires); reading world-readable files under the bound system dirs; timing
-side channels. A run started from a thread is tied to that thread (parent-death signals
-fire when the forking thread exits), so a thread must outlive the runs it starts.
+calls, see seccomp.py, not an allow list); memory or CPU summed over one run's processes
+(RLIMITs are per process; as root the fork server's cgroup, ``servercg.py``, bounds its runs
+together, memory outside an address space included); reading world-readable files under the
+bound system dirs; timing side channels. A run started from a thread is tied to that thread
+(parent-death signals fire when it exits), so a thread must outlive the runs it starts.
 Unprivileged, the ``unshare`` fallback needs user namespaces that may mount a fresh /proc.
 Weak mode (``allow_weak_isolation``) applies rlimits only: no network or pid isolation, and a
 process that leaves the process group survives the kill.
@@ -112,6 +112,7 @@ class ProcessSandbox(Sandbox):
         warm: bool = True,
         probe_cache: bool = True,
         workspace_open: str = "auto",
+        server_memory_mb: int = 0,  # the fork server's cgroup: 0 half the machine, < 0 none
     ) -> None:
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
@@ -133,11 +134,12 @@ class ProcessSandbox(Sandbox):
         # With root and bubblewrap the probe goes through the fork server the runs need
         # anyway; only if that fails are the methods probed cold, one by one.
         why_warm: str | None = None
-        if warm and isolation in ("auto", "bwrap") and self.tools.bwrap:
+        bwrap, mem = self.tools.bwrap, server_memory_mb << 20
+        if warm and isolation in ("auto", "bwrap") and bwrap:
             prefix, why_warm = server_prefix(self._root, self.tools.unshare)
             if prefix is not None:
                 self._server = ForkServer(
-                    self.tools.bwrap, self._binds, self.python, self._seccomp, self.tools.unshare
+                    bwrap, self._binds, self.python, self._seccomp, self.tools.unshare, mem
                 )
                 why_warm = self._probe("bwrap")
                 if why_warm is not None:
@@ -188,6 +190,7 @@ class ProcessSandbox(Sandbox):
             if isolated and self._root
             else "none: unprivileged",
             "workspace_open": describe_open(self._zygote, self._root, isolated),
+            "server_cgroup": self._server.cgroup.state if self._server else "none: no server",
         }
 
     def close(self) -> None:

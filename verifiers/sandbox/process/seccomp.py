@@ -54,8 +54,14 @@ def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def build_filter() -> bytes | None:
-    """The filter as a packed ``sock_filter`` array, or None off x86_64."""
+# Creating SysV IPC objects and POSIX message queues: refused only on the per-run bubblewrap
+# path, where nothing can bound a run's IPC namespace (see ``bwrap.py``).
+IPC_CREATE_X86_64 = {"shmget": 29, "semget": 64, "msgget": 68, "mq_open": 240}
+
+
+def build_filter(deny_ipc: bool = False) -> bytes | None:
+    """The filter as a packed ``sock_filter`` array, or None off x86_64; with ``deny_ipc`` it
+    also refuses ``IPC_CREATE_X86_64``."""
     if platform.machine() != "x86_64":
         return None
     eperm = _RET_ERRNO | errno.EPERM
@@ -67,7 +73,8 @@ def build_filter() -> bytes | None:
         _ins(_JGE_K, _X32_BIT, 0, 1),
         _ins(_RET_K, _RET_ERRNO | errno.ENOSYS),
     ]
-    for nr in sorted(DENIED_X86_64.values()):
+    denied = {**DENIED_X86_64, **(IPC_CREATE_X86_64 if deny_ipc else {})}
+    for nr in sorted(denied.values()):
         prog += [_ins(_JEQ_K, nr, 0, 1), _ins(_RET_K, eperm)]
     prog += [_ins(_JEQ_K, _NR_CLONE3, 0, 1), _ins(_RET_K, _RET_ERRNO | errno.ENOSYS)]
     # clone: refuse namespace flags (args[0], low word at offset 16)

@@ -71,6 +71,7 @@ from tasksieve.verifiers.sandbox.guest.warmrun import (
     warm_up,
 )
 from tasksieve.verifiers.sandbox.process.guest.cputime import live_cpu
+from tasksieve.verifiers.sandbox.process.guest.ipclimits import limit_ipc
 from tasksieve.verifiers.sandbox.process.guest.multi import multi_init
 from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _RLIMITS,
@@ -86,9 +87,9 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     MS_PRIVATE,
     MS_REC,
     PR_SET_NO_NEW_PRIVS,
-    PR_SET_PDEATHSIG,
     PR_SET_SECCOMP,
     SECCOMP_MODE_FILTER,
+    _die_with,
     _keep_only,
     _libc,
     _loopback_up,
@@ -96,6 +97,7 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _ok,
     _write_all,
     _write_inputs,
+    oom_adjust,
     reap_then_exit,
     role,
 )
@@ -119,6 +121,7 @@ def _setup_scratch(job: dict[str, Any], body: bytes, hidepid: bool = False) -> i
         _mount("/tmp", "/dev/shm", None, MS_BIND)
     proc_opts = "hidepid=2" if hidepid else None
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, proc_opts)
+    limit_ipc(int(job.get("rlimits", {}).get("RLIMIT_AS", [0])[0]))  # (ipclimits)
     _loopback_up()
     root = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
     _write_inputs(root, job["files"], body)
@@ -205,7 +208,7 @@ def _pair_init(fds: list[int], cfg: dict[str, Any], server: int) -> dict[str, An
     except BaseException as e:
         os.write(status, (json.dumps({"error": f"pair setup failed: {e}"}) + "\n").encode())
         os._exit(1)
-    tests = {**tests, "argv": [*tests["argv"], str(pid)], "cwd": "/tmp/.t"}
+    tests = {**tests, "argv": [*tests["argv"], str(pid)], "cwd": "/tmp/.t", "oom_score_adj": 500}
     return _become_job(tests, [from_cand[0], to_cand[1], stderr, results], cfg, server)
 
 
@@ -227,6 +230,7 @@ def _become_job(
         _keep_only({*range(len(fds)), *high[len(fds) :]})
         os.chdir(job.get("cwd", "/tmp"))
         set_rlimits(job["rlimits"], _RLIMITS)
+        oom_adjust(int(job.get("oom_score_adj", 1000)))  # a run dies before the server
         uid = int(job["uid"])
         os.setgroups([])
         os.setresgid(uid, uid, uid)
@@ -366,13 +370,6 @@ def _preimport(name: str, last: bool) -> None:
     if last:
         gc.collect()
     gc.freeze()  # as warm_up does: forked jobs' collections skip the server's objects
-
-
-def _die_with(server: int) -> None:
-    """SIGKILL this process when the server dies (and exit now if it already has)."""
-    _ok(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
-    if select.select([server], [], [], 0)[0]:  # the server's pidfd: readable once it exited
-        os._exit(1)
 
 
 def boot() -> tuple[dict[str, Any], WarmScripts]:

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tasksieve.verifiers.sandbox.process.guest.cputime import stat_cpu
+from tasksieve.verifiers.sandbox.process.guest.ipclimits import remove_ipc
 from tasksieve.verifiers.sandbox.process.guest.nsutil import _keep_only, _write_all, role
 
 _BROKEN_GRACE_S = 1.0  # a candidate that broke its pipe gets this long to be reaped alone
@@ -143,6 +144,7 @@ def multi_init(
         shared_len = sum(int(n) for _, n in head["shared"])
         body = os.pread(payload, shared_len, pos)
         scratch = {"scratch_bytes": head["scratch_bytes"], "files": head["shared"]}
+        scratch["rlimits"] = cands[0]["rlimits"] if cands else {}  # its IPC budget
         os.close(setup(scratch, body, True))
         del body
         starts = []
@@ -174,7 +176,8 @@ def multi_init(
         mine = [to_tests[0], to_init[1], terr, results]
         for a, b in links:
             mine += [b[0], a[1]]
-        job = {**tests, "argv": [*tests["argv"], str(len(cands))], "cwd": "/tmp/.t"}
+        argv = [*tests["argv"], str(len(cands))]
+        job = {**tests, "argv": argv, "cwd": "/tmp/.t", "oom_score_adj": 500}  # after samples
         return become(job, mine, cfg)
     os.close(to_init[1])
     os.close(to_tests[0])
@@ -358,6 +361,7 @@ def _end(
         except ChildProcessError:
             s = 9
         st = s
+    remove_ipc(uid)  # its SysV objects too: the next sample finds none of them
     _scrub(uid, {".t"} | {f"c{j}" for j in range(len(cands)) if j != run["i"]})
     sig = code = None
     if not killed or run["wall"]:

@@ -12,6 +12,7 @@ import ctypes
 import fcntl
 import json
 import os
+import select
 import signal
 import socket
 import stat
@@ -31,6 +32,23 @@ _RLIMITS = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_C
 def role(name: bytes) -> None:
     """Name this process (``comm``: what ``ps`` and ``perf`` show) by its role in a run."""
     _libc.prctl(PR_SET_NAME, name[:15], 0, 0, 0)  # best effort: never fails a run
+
+
+def _die_with(server: int) -> None:
+    """SIGKILL this process when the server dies (and exit now if it already has)."""
+    _ok(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+    if select.select([server], [], [], 0)[0]:  # the server's pidfd: readable once it exited
+        os._exit(1)
+
+
+def oom_adjust(value: int) -> None:
+    """Set this process's ``oom_score_adj`` (a job raises its own above the server's, -1000
+    or 0: under memory pressure the kernel kills runs before the server or an entry's init)."""
+    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
+    try:
+        os.write(fd, str(value).encode())
+    finally:
+        os.close(fd)
 
 
 def _ok(rc: int, what: str) -> None:

@@ -21,6 +21,7 @@ import stat
 import struct
 from typing import Any
 
+from tasksieve.verifiers.sandbox.process.guest.ipclimits import limit_ipc
 from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     _RLIMITS,
     CLONE_NEWUSER,
@@ -111,6 +112,7 @@ def build_root(cfg: dict[str, Any], body: bytes) -> None:
     _mount(f"{NEW}/tmp", f"{NEW}/dev/shm", None, MS_BIND)
     _make(f"{NEW}/proc", True)
     _mount("proc", f"{NEW}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    limit_ipc(int(cfg.get("rlimits", {}).get("RLIMIT_AS", [0])[0]), f"{NEW}/proc")
     root = os.open(f"{NEW}/tmp", os.O_RDONLY | os.O_DIRECTORY)
     _write_inputs(root, cfg["files"], body)
     os.close(root)

@@ -1,0 +1,152 @@
+"""Memory a run holds outside its address space is bounded, and gone before the next sample.
+
+``RLIMIT_AS`` counts mappings, not memory: a SysV segment attached, filled and detached, a
+semaphore set, a ``memfd`` written and never mapped all hold memory the limit never sees, and
+SysV objects outlive the process. Each hostile run below tries one of these ways; the run
+must stay within its budget (or be killed), the sandbox must keep working, and in a
+multi-sample entry the next sample must find nothing of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from tasksieve.verifiers.families.python.verifier import PythonVerifier
+from tasksieve.verifiers.sandbox.base import Limits
+from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
+from tests.verifiers.test_multi_samples import GOOD, HOSTILE, PROBE, TASK
+
+LIBC = """
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmdt.argtypes = [ctypes.c_void_p]
+"""
+# Attach, fill and detach SysV segments of 16 MB until the kernel refuses one.
+SHM_HOARD = (
+    LIBC
+    + """
+held, err = 0, None
+for _ in range(64):
+    sid = libc.shmget(0, 16 << 20, 0o1600)
+    if sid < 0:
+        err = ctypes.get_errno()
+        break
+    addr = libc.shmat(sid, None, 0)
+    ctypes.memset(addr, 1, 16 << 20)
+    libc.shmdt(ctypes.c_void_p(addr))
+    held += 16
+print(json.dumps({"held_mb": held, "errno": err}))
+"""
+)
+SEM_HOARD = (
+    LIBC
+    + """
+big = libc.semget(0, 32000, 0o1600)
+big_errno = ctypes.get_errno()
+sets = 0
+while sets < 100000 and libc.semget(0, 250, 0o1600) >= 0:
+    sets += 1
+mq = libc.mq_open(b"/ts-probe", os.O_CREAT | os.O_RDWR, 0o600, None)
+print(json.dumps({"big": big, "big_errno": big_errno, "sets": sets, "mq": mq}))
+"""
+)
+MEMFD_HOG = """
+import os
+chunk = b"x" * (1 << 20)
+fds = []
+for _ in range(200):
+    fd = os.memfd_create("hog")
+    for _ in range(15):
+        os.write(fd, chunk)
+    fds.append(fd)
+print("held", len(fds) * 15, "MB")
+"""
+FAST = Limits(wall_s=20, cpu_s=10, memory_mb=64)
+
+
+def _py(sb: ProcessSandbox, code: str) -> list[str]:
+    return [sb.python, "-I", "-S", "-c", code]
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param({}, id="default"),
+        pytest.param({"warm": False}, id="per-run"),
+        pytest.param({"warm": False, "isolation": "unshare"}, id="process-unshare"),
+    ],
+)
+def box(request: pytest.FixtureRequest, sandbox: ProcessSandbox) -> Iterator[ProcessSandbox]:
+    """The fork server (the session's sandbox), a per-run bubblewrap sandbox (its SysV calls
+    refused by seccomp) and the ``unshare`` fallback (its guest bounds the namespace)."""
+    if not request.param:
+        yield sandbox
+        return
+    made = ProcessSandbox(**request.param)
+    yield made
+    made.close()
+
+
+def test_sysv_shared_memory_is_bounded_by_the_run_memory_limit(box: ProcessSandbox) -> None:
+    ex = box.run({}, _py(box, SHM_HOARD), FAST)
+    assert ex.exit_code == 0, ex.stderr[-500:]
+    got = json.loads(ex.stdout)
+    assert got["held_mb"] <= FAST.memory_mb and got["errno"] is not None, got
+
+
+def test_semaphores_and_message_queues_are_bounded(box: ProcessSandbox) -> None:
+    ex = box.run({}, _py(box, SEM_HOARD), FAST)
+    assert ex.exit_code == 0, ex.stderr[-500:]
+    got = json.loads(ex.stdout)
+    assert got["big"] == -1 and got["sets"] <= 64 and got["mq"] == -1, got
+
+
+@pytest.fixture(scope="module")
+def small_server() -> Iterator[ProcessSandbox]:
+    box = ProcessSandbox(server_memory_mb=512)
+    if not box.describe()["server_cgroup"].startswith("memory limit"):
+        box.close()
+        pytest.skip(f"no server cgroup here: {box.describe()['server_cgroup']}")
+    yield box
+    box.close()
+
+
+def test_a_memfd_hog_is_killed_inside_the_server_cgroup(small_server: ProcessSandbox) -> None:
+    """3 GB of memfd pages under a 64 MB address-space limit: the server's cgroup kills the run
+    at 512 MB, and the server (and the machine) are unharmed."""
+    ex = small_server.run({}, _py(small_server, MEMFD_HOG), FAST)
+    assert ex.exit_code != 0 and b"held" not in ex.stdout, (ex.exit_code, ex.stdout)
+    assert ex.limit_hit == "memory", ex
+    after = small_server.run({}, _py(small_server, "print(6 * 7)"), FAST)
+    assert (after.exit_code, after.stdout) == (0, b"42\n")
+
+
+def test_a_memfd_hog_sample_fails_alone_in_a_multi_sample_entry(
+    small_server: ProcessSandbox,
+) -> None:
+    """The out-of-memory killer takes the hoarding candidate, not the tests process: the
+    samples after it in the same entry are judged as usual."""
+    hog = MEMFD_HOG.replace('print("held", len(fds) * 15, "MB")', "") + GOOD
+    verdicts = PythonVerifier(small_server).verify_many(TASK, [GOOD, hog, GOOD, GOOD])
+    assert [v.status for v in verdicts] == ["pass", "error", "pass", "pass"], verdicts
+
+
+def test_a_samples_sysv_objects_are_gone_before_the_next_sample(sandbox: ProcessSandbox) -> None:
+    if not sandbox.capabilities.paired_runs:
+        pytest.skip("needs the fork server (bubblewrap; root or subordinate uids)")
+    sysv = HOSTILE["sysv"][0]
+    verdicts = PythonVerifier(sandbox).verify_many(TASK, [sysv, PROBE, sysv, PROBE])
+    assert [v.status for v in verdicts] == ["pass"] * 4, verdicts
+
+
+def test_runs_are_the_first_the_kernel_kills_when_memory_runs_out(sandbox: ProcessSandbox) -> None:
+    if sandbox.describe()["executor"] != "forkserver":
+        pytest.skip("the fork server's runs set it; per-run paths keep the caller's")
+    ex = sandbox.run({}, _py(sandbox, "print(open('/proc/self/oom_score_adj').read())"), FAST)
+    assert (ex.exit_code, ex.stdout.strip()) == (0, b"1000"), ex
