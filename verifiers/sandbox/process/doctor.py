@@ -28,6 +28,7 @@ import subprocess
 import sys
 
 from tasksieve.verifiers.sandbox.base import SandboxUnavailable
+from tasksieve.verifiers.sandbox.process.cgroups import describe as cgroup_describe
 from tasksieve.verifiers.sandbox.process.probecache import forget
 from tasksieve.verifiers.sandbox.process.tools import HostTools
 
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     if not root:
         print(f"doctor: warm fork server: {server_status(args.install)}")
     print(f"doctor: workspace sessions open {got.get('workspace_open', 'cold')}")
+    cg = cgroup_describe() if root else "none: unprivileged"
+    print(f"doctor: the fork server's memory cgroup (all its runs together): {cg}")
     if "bwrap" in missing:
         print(
             "doctor: full isolation without bubblewrap (unshare fallback, no warm fork "

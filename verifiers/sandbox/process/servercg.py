@@ -14,14 +14,16 @@ The server's processes get ``oom_score_adj`` -1000 (where this process holds
 CAP_SYS_RESOURCE; else they keep 0), and every job raises its own to 1000 (tests processes to
 500) before it drops its uid (``guest/nsutil.oom_adjust``), so the killer picks a run's
 process, a candidate before a tests process, and not the server or an entry's init while any
-job is alive. The limit (``ProcessSandbox(server_memory_mb=...)``) is half the machine's memory by
-default: it bounds what one server's runs hold together, whatever way they hold it.
+job is alive. The limit (``ProcessSandbox(server_memory_mb=...)``; a negative value: no
+cgroup) is half the machine's memory by default: it bounds what one server's runs hold
+together, whatever way they hold it.
 
-It does NOT: bound anything unprivileged or without a writable cgroup hierarchy (``state``
-says why, as ``describe()["server_cgroup"]``); choose among runs fairly: when the runs of one
-server exceed its limit together, the killer takes the process with the largest resident
-memory among those with the highest score, which may belong to another run than the one
-holding memory outside its address space.
+It does NOT: remove the cgroup when this process dies without ``close()`` (an empty
+directory is left, as a workspace session's is); bound anything unprivileged or without a
+writable cgroup hierarchy (``state`` says why, as ``describe()["server_cgroup"]``); choose
+among runs fairly: when the runs of one server exceed its limit together, the killer takes
+the process with the largest resident memory among those with the highest score, which may
+belong to another run than the one holding memory outside its address space.
 """
 
 from __future__ import annotations
@@ -99,4 +101,4 @@ class ServerCgroup:
         """Delete the cgroup (once every process of the server is gone)."""
         if self.group is not None:
             self.group.remove()
-            self.group = None
+            self.group, self.state = None, "none: the server stopped"

@@ -12,6 +12,9 @@ limits (they are per IPC namespace, written through a ``/proc`` mounted in it by
 - POSIX message queues: none (``fs.mqueue.queues_max`` 0), since their names cannot be
   listed here to remove one sample's queues before the next sample starts.
 
+A limit the kernel does not have (built without SysV IPC or POSIX message queues) is skipped;
+any other failure to set one fails the run's setup, with the limit named.
+
 ``remove_ipc`` removes every SysV object a uid created or owns, once that uid's processes are
 dead (the multi-sample entry calls it after each sample, so the next sample finds none of its
 objects and gets the whole budget back). Standard library only; inlined by ``bundle``.
@@ -52,6 +55,8 @@ def limit_ipc(budget: int, proc: str = "/proc") -> None:
     ):
         try:
             _put(f"{proc}/sys/{name}", value)
+        except FileNotFoundError:
+            continue  # a kernel without that kind of IPC: nothing to bound
         except OSError as e:
             raise OSError(e.errno, f"limiting IPC ({name}): {e.strerror}") from None
 

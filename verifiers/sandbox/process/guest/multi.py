@@ -28,7 +28,8 @@ image later candidates are forked from. It then:
 - reaps orphans, and exits with the tests process's status once it ends.
 
 So one sample that hangs, crashes, forks without end or fills its scratch is killed and
-cleaned up alone: the next sample starts with none of its processes or files. A candidate
+cleaned up alone: the next sample starts with none of its processes, files or SysV IPC
+objects (``ipclimits.remove_ipc``). A candidate
 cannot signal or ptrace the tests process or another sample (other uids, ``hidepid=2``),
 cannot enter their directories, and holds no fd but its own three.
 """
