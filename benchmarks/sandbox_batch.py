@@ -48,12 +48,22 @@ RUN_BEFORE = (
 # jobs raised their oom_score_adj (``guest.ipclimits``, ``guest.nsutil.oom_adjust``); the
 # server then also had no cgroup of its own (``servercg``).
 IPC_BEFORE = (
-    ('    limit_ipc(int(job.get("rlimits", {}).get("RLIMIT_AS", [0])[0]))  # (ipclimits)\n', ""),
+    (
+        '    if not limit_ipc(int(job.get("rlimits", {}).get("RLIMIT_AS", [0])[0])):'
+        "  # (ipclimits)\n        _NOIPC.append(True)"
+        "  # this entry's jobs get the filter refusing SysV IPC\n",
+        "",
+    ),
     (
         '        oom_adjust(int(job.get("oom_score_adj", 1000)))  # a run dies before the server\n',
         "",
     ),
     ("    remove_ipc(uid)  # its SysV objects too: the next sample finds none of them\n", ""),
+    (
+        "    with contextlib.suppress(OSError):  # with CAP_SYS_RESOURCE only (``servercg``)\n"
+        "        oom_adjust(-1000)\n",
+        "",
+    ),
 )
 BEFORE = {"exit": ((NEW_EXIT, OLD_EXIT),), "run": RUN_BEFORE, "ipc": IPC_BEFORE}
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tasksieve.verifiers.families.python.verifier import PythonVerifier
 from tasksieve.verifiers.sandbox.base import Limits
+from tasksieve.verifiers.sandbox.process import servercg
+from tasksieve.verifiers.sandbox.process.guest import ipclimits
 from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 from tests.verifiers.test_multi_samples import GOOD, HOSTILE, PROBE, TASK
 
@@ -150,3 +153,57 @@ def test_runs_are_the_first_the_kernel_kills_when_memory_runs_out(sandbox: Proce
         pytest.skip("the fork server's runs set it; per-run paths keep the caller's")
     ex = sandbox.run({}, _py(sandbox, "print(open('/proc/self/oom_score_adj').read())"), FAST)
     assert (ex.exit_code, ex.stdout.strip()) == (0, b"1000"), ex
+
+
+def test_ipc_limits_the_kernel_refuses_are_reported_and_missing_ones_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before Linux 5.19 only the initial namespace's root may set them: ``limit_ipc`` then
+    says so (the caller refuses SysV IPC instead) rather than failing every run."""
+    (tmp_path / "sys" / "kernel").mkdir(parents=True)
+    for name in ("shmmax", "shmall", "shmmni", "sem", "msgmni", "msgmnb"):
+        (tmp_path / "sys" / "kernel" / name).write_text("")
+    assert ipclimits.limit_ipc(64 << 20, str(tmp_path)) is True  # no fs/mqueue: skipped
+    assert (tmp_path / "sys" / "kernel" / "shmmax").read_text() == str(64 << 20)
+
+    def refused(path: str, value: str) -> None:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(ipclimits, "_put", refused)
+    assert ipclimits.limit_ipc(64 << 20, str(tmp_path)) is False
+
+
+def test_where_ipc_limits_are_refused_the_runs_cannot_create_sysv_objects() -> None:
+    """The fork server's fallback, forced: every entry as if the kernel refused its limits."""
+    box = ProcessSandbox()
+    server = getattr(box, "_server", None)
+    if server is None:
+        box.close()
+        pytest.skip("needs the fork server")
+    try:
+        marker = "_NOIPC: list[bool] = []"
+        assert server.source.count(marker) == 1
+        server.source = server.source.replace(marker, "_NOIPC: list[bool] = [True]")
+        server.close()  # the next run starts it with the changed guest
+        shm = json.loads(box.run({}, _py(box, SHM_HOARD), FAST).stdout)
+        sem = json.loads(box.run({}, _py(box, SEM_HOARD), FAST).stdout)
+        assert shm == {"held_mb": 0, "errno": 1}, shm
+        assert (sem["big"], sem["big_errno"], sem["sets"], sem["mq"]) == (-1, 1, 0, -1), sem
+    finally:
+        box.close()
+
+
+def test_a_run_cannot_lower_its_oom_score_again(sandbox: ProcessSandbox) -> None:
+    """Where the server holds CAP_SYS_RESOURCE, a job's own write set the lowest score it may
+    return to: made dumpable again, it still cannot go below 1000."""
+    if sandbox.describe()["executor"] != "forkserver":
+        pytest.skip("the fork server's runs set it")
+    if "CAP_SYS_RESOURCE" not in servercg.server_caps(()):
+        pytest.skip("this host's root lacks CAP_SYS_RESOURCE: runs may return to 0 (documented)")
+    code = (
+        "import ctypes, os\nctypes.CDLL(None).prctl(4, 1, 0, 0, 0)\n"
+        "try:\n    open('/proc/self/oom_score_adj', 'w').write('0')\n    print('lowered')\n"
+        "except OSError as e:\n    print('refused', e.errno)\n"
+    )
+    ex = sandbox.run({}, _py(sandbox, code), FAST)
+    assert ex.stdout.startswith(b"refused"), ex

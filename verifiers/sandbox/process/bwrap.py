@@ -13,15 +13,12 @@ on this path where it gets a bounded budget on the others.
 
 from __future__ import annotations
 
-import functools
 import os
 
 from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.sandbox.process.forkserver import clearenv_args
 from tasksieve.verifiers.sandbox.process.runs import WORKDIR
-from tasksieve.verifiers.sandbox.process.seccomp import build_filter
-
-_no_ipc_filter = functools.cache(lambda: build_filter(deny_ipc=True))
+from tasksieve.verifiers.sandbox.process.seccomp import noipc_filter
 
 
 def bwrap_argv(
@@ -73,7 +70,7 @@ def bwrap_argv(
         WORKDIR,
     ]
     if seccomp:  # a namespace whose SysV limits nobody here can set: no SysV objects at all
-        seccomp = _no_ipc_filter() or seccomp
+        seccomp = noipc_filter() or seccomp
         sfd = os.memfd_create("sandbox-seccomp")
         keep.append(sfd)
         os.write(sfd, seccomp)

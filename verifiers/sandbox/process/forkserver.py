@@ -62,10 +62,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import tasksieve.verifiers.sandbox.process.servercg as servercg
 from tasksieve.verifiers.sandbox.guest import bundle
 from tasksieve.verifiers.sandbox.process.guest import forkserver as forkserver_main
 from tasksieve.verifiers.sandbox.process.reap import Keeper, inits_of, wait_gone
-from tasksieve.verifiers.sandbox.process.servercg import ServerCgroup, default_memory_bytes
+from tasksieve.verifiers.sandbox.process.seccomp import noipc_filter
 from tasksieve.verifiers.sandbox.process.uids import UIDS
 from tasksieve.verifiers.sandbox.process.userns import server_prefix
 from tasksieve.verifiers.sandbox.warm import warm_sources
@@ -217,8 +218,8 @@ class ForkServer:
         memory_bytes: int = 0,
     ) -> None:
         self._bwrap, self._binds, self._python, self._seccomp = bwrap, binds, python, seccomp
-        self._memory = memory_bytes or default_memory_bytes()  # its cgroup's (servercg)
-        self.cgroup = ServerCgroup(None, "none: not started")
+        self._memory = memory_bytes or servercg.default_memory_bytes()  # its cgroup's (servercg)
+        self.cgroup = servercg.ServerCgroup(None, "none: not started")
         self._unshare = unshare  # unprivileged, bwrap starts under it in a user namespace
         self.source = SERVER_SOURCE  # the guest it starts (a benchmark may start an older one)
         self._lock = threading.Lock()
@@ -239,13 +240,14 @@ class ForkServer:
         cfg = {
             "ctl_fd": theirs.fileno(),
             "seccomp": self._seccomp.hex() if self._seccomp else "",
+            "seccomp_noipc": (noipc_filter() or b"").hex() if self._seccomp else "",
             "warm_sources": sources,
             "preimport": list(PREIMPORT),
         }
         cfd = os.memfd_create("forkserver-config")
         try:
             os.write(cfd, json.dumps(cfg).encode())
-            caps = [a for c in _CAPS for a in ("--cap-add", c)]
+            caps = [a for c in servercg.server_caps(_CAPS) for a in ("--cap-add", c)]
             argv = [
                 *prefix, self._bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc",
                 "--unshare-uts", "--unshare-cgroup-try", *caps, "--new-session",
@@ -278,7 +280,7 @@ class ForkServer:
             raise OSError(f"fork server did not start: {err.decode(errors='replace').strip()}")
         assert self._proc.stderr
         self._proc.stderr.close()  # the server never writes there once running
-        self.cgroup = ServerCgroup.confine(self._proc.pid, self._memory)  # before any request
+        self.cgroup = servercg.ServerCgroup.confine(self._proc.pid, self._memory)  # no run yet
 
     def _stop(self) -> None:
         """Close the control socket (the server kills every run and exits), wait for it.
@@ -307,12 +309,9 @@ class ForkServer:
                 self._proc.stderr.close()
             self._proc = None
 
-    def submit(self, fds: list[int], collect: bool) -> None:
-        """Hand one run's six fds to the server (restarting it once if it is gone)."""
-        self.submit_fds(b"c" if collect else b"n", fds)
-
     def submit_fds(self, kind: bytes, fds: list[int]) -> None:
-        """Send one request (``kind``: ``c``/``n`` run, ``p`` pair) with its fds."""
+        """Send one request (``kind``: ``c``/``n`` run, ``p`` pair, ``m`` multi) with its fds,
+        restarting the server once if it is gone."""
         with self._lock:
             for attempt in (0, 1):
                 if self._ctl is None or self._owner != os.getpid() or self._dead():
@@ -385,7 +384,7 @@ def start_run(
         else:
             theirs["collect"] = os.dup(theirs["payload"])  # a stand-in fd the server closes
         order = ("stdin", "stdout", "stderr", "status", "collect", "payload")
-        server.submit([theirs[k] for k in order], collect)
+        server.submit_fds(b"c" if collect else b"n", [theirs[k] for k in order])
     except BaseException:
         for fd in mine:
             os.close(fd)

@@ -15,6 +15,7 @@ get no filter (``describe()`` says so).
 from __future__ import annotations
 
 import errno
+import functools
 import platform
 import struct
 
@@ -54,8 +55,9 @@ def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-# Creating SysV IPC objects and POSIX message queues: refused only on the per-run bubblewrap
-# path, where nothing can bound a run's IPC namespace (see ``bwrap.py``).
+# Creating SysV IPC objects and POSIX message queues: refused only where nothing can bound a
+# run's IPC namespace (the per-run bubblewrap path, ``bwrap.py``; a kernel that refuses the
+# limits, ``guest/ipclimits.py``).
 IPC_CREATE_X86_64 = {"shmget": 29, "semget": 64, "msgget": 68, "mq_open": 240}
 
 
@@ -92,3 +94,9 @@ def build_filter(deny_ipc: bool = False) -> bytes | None:
     prog.append(_ins(_RET_K, _RET_ERRNO | errno.EAFNOSUPPORT))
     prog.append(_ins(_RET_K, _RET_ALLOW))
     return b"".join(prog)
+
+
+@functools.cache
+def noipc_filter() -> bytes | None:
+    """``build_filter(deny_ipc=True)``, built once."""
+    return build_filter(deny_ipc=True)

@@ -10,13 +10,19 @@ namespace's init, the server) into a cgroup of its own with a memory limit, befo
 takes a request, so every run it forks lands there too; the kernel's out-of-memory killer then
 acts inside that cgroup and never outside it.
 
-The server's processes get ``oom_score_adj`` -1000 (where this process holds
-CAP_SYS_RESOURCE; else they keep 0), and every job raises its own to 1000 (tests processes to
-500) before it drops its uid (``guest/nsutil.oom_adjust``), so the killer picks a run's
-process, a candidate before a tests process, and not the server or an entry's init while any
-job is alive. The limit (``ProcessSandbox(server_memory_mb=...)``; a negative value: no
-cgroup) is half the machine's memory by default: it bounds what one server's runs hold
-together, whatever way they hold it.
+Every job raises its ``oom_score_adj`` to 1000 (tests processes to 500) before it drops its
+uid (``guest/nsutil.oom_adjust``), so the killer picks a run's process, a candidate before a
+tests process, before the server or an entry's init. Where this process holds
+CAP_SYS_RESOURCE the server gets it too (``server_caps``): it sets its own score to -1000, and
+a job's write, made while it still holds the capability, also sets the lowest score it may
+return to. Without it (``state`` says so) a job can lower its score back to the server's 0
+once it is dumpable (after an ``execve``, or through ``prctl``); it can then make the server
+the victim, which the host restarts: the runs in flight end with an infrastructure error,
+and the machine outside the cgroup is still unharmed.
+
+The limit (``ProcessSandbox(server_memory_mb=...)``; a negative value: no cgroup) is half the
+machine's memory by default, swap excluded: it bounds what one server's runs hold together,
+whatever way they hold it, and each sandbox's server has its own.
 
 It does NOT: remove the cgroup when this process dies without ``close()`` (an empty
 directory is left, as a workspace session's is); bound anything unprivileged or without a
@@ -41,6 +47,19 @@ def default_memory_bytes() -> int:
             if line.startswith("MemTotal:"):
                 return int(line.split()[1]) * 1024 // 2
     return 4 << 30
+
+
+_CAP_SYS_RESOURCE = 24
+_UNHELD = ", runs may lower their oom_score_adj to the server's (no CAP_SYS_RESOURCE)"
+
+
+def server_caps(caps: tuple[str, ...]) -> tuple[str, ...]:
+    """``caps`` plus CAP_SYS_RESOURCE where this process holds it: with it the server sets its
+    own ``oom_score_adj`` to -1000, and each job's write of its own (before it drops its uid)
+    also sets the lowest it may return to, so no run can lower it again."""
+    with open("/proc/self/status") as fh:
+        eff = next((ln.split()[1] for ln in fh if ln.startswith("CapEff:")), "0")
+    return (*caps, "CAP_SYS_RESOURCE") if int(eff, 16) >> _CAP_SYS_RESOURCE & 1 else caps
 
 
 def tree(pid: int) -> list[int]:
@@ -79,19 +98,13 @@ class ServerCgroup:
             for p in procs:
                 group.add(p)
         except OSError as e:
-            with contextlib.suppress(OSError):
-                for p in procs:  # back where they were: a cgroup half-made is removed
+            for p in procs:  # back where they were: a cgroup half-made is removed
+                with contextlib.suppress(OSError):
                     group.add_back(p)
             group.remove()
             return cls(None, f"none: {e}")
-        state = f"memory limit {memory_bytes >> 20} MB"
-        try:
-            for p in procs:
-                with open(f"/proc/{p}/oom_score_adj", "w") as fh:
-                    fh.write("-1000")
-        except OSError:  # without CAP_SYS_RESOURCE: jobs still raise theirs above the server's
-            state += ", server's oom_score_adj left at 0"
-        return cls(group, state)
+        held = "CAP_SYS_RESOURCE" in server_caps(())
+        return cls(group, f"memory limit {memory_bytes >> 20} MB" + ("" if held else _UNHELD))
 
     def oom_kills(self) -> int | None:
         """Out-of-memory kills in the server's cgroup so far (None without a cgroup)."""

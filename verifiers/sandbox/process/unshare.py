@@ -27,6 +27,7 @@ from tasksieve.verifiers.sandbox.base import Limits
 from tasksieve.verifiers.sandbox.process.launchers import MOUNTNS
 from tasksieve.verifiers.sandbox.process.lifeline import lifeline
 from tasksieve.verifiers.sandbox.process.runs import warm_job
+from tasksieve.verifiers.sandbox.process.seccomp import noipc_filter
 
 
 def unshare_argv(
@@ -57,6 +58,7 @@ def unshare_argv(
         "cap": limits.max_file_bytes,
         "collect_fd": collect[1],
         "seccomp": seccomp.hex() if seccomp else "",
+        "seccomp_noipc": (noipc_filter() or b"").hex() if seccomp else "",
         "lifeline": lifeline(),
     }
     keep.append(cfg["lifeline"])

@@ -56,6 +56,7 @@ from tasksieve.verifiers.sandbox.process.cold import ColdSetup
 from tasksieve.verifiers.sandbox.process.launchers import WSINIT
 from tasksieve.verifiers.sandbox.process.reap import Keeper, init_from_info
 from tasksieve.verifiers.sandbox.process.runs import PATH, SandboxProcess
+from tasksieve.verifiers.sandbox.process.seccomp import noipc_filter
 from tasksieve.verifiers.sandbox.process.uids import UIDS
 from tasksieve.verifiers.sandbox.process.wszygote import WorkspaceZygote, ZygoteError, kill_session
 from tasksieve.verifiers.sandbox.workspace import (
@@ -122,6 +123,7 @@ def _config(setup: ColdSetup, spec: WorkspaceSpec, uid: int | None) -> dict[str,
         "owner": uid,
         "uid": uid,
         "seccomp": setup.seccomp.hex() if setup.seccomp else "",
+        "seccomp_noipc": (noipc_filter() or b"").hex() if setup.seccomp else "",
         "rlimits": {
             "RLIMIT_AS": [mem, mem],
             "RLIMIT_CPU": [cpu, cpu + 1],

@@ -23,8 +23,7 @@ pipe or -1, payload memfd) it forks:
 A ``p`` request (fds: results pipe, stderr pipe, status socket, payload memfd) is a pair
 run: its ``init`` forks the candidate job and then itself becomes the tests job (see
 ``_pair_init`` and ``tasksieve.verifiers.sandbox.process.pair``). An ``m`` request is K
-samples of one task with one tests process (``tasksieve.verifiers.sandbox.process.guest.multi``).
-A ``w`` request (one memfd
+samples of one task with one tests process (``guest.multi``). A ``w`` request (one memfd
 holding a trusted script the host registered after the server started) compiles and executes
 it in the server as ``warm_up`` did at boot, so jobs forked after it run it warm.
 
@@ -40,11 +39,10 @@ namespace is empty and the server writes ``{"rc": code, "cpu_s": seconds}`` and 
 socket. ``cpu_s`` is ``wait4``'s user plus system time of ``init`` (its own and that of every
 process reaped in its tree) plus, for a run killed on request, what its live processes had
 used when the kill was sent (``cputime``: the kernel drops the time of the members an exiting
-``init`` takes with it). EOF on the
-control socket (the host went away) makes the server SIGKILL every run's ``init`` (after
-the kill requests of the same poll round) and exit. Each ``init`` also has a parent-death
-signal, so a server that dies any other way takes its runs with it.
-See ``tasksieve.verifiers.sandbox.process.forkserver`` for the isolation argument.
+``init`` takes with it). EOF on the control socket (the host went away) makes the server
+SIGKILL every run's ``init`` (after the kill requests of the same poll round) and exit. Each
+``init`` also has a parent-death signal, so a server that dies any other way takes its runs
+with it. See ``tasksieve.verifiers.sandbox.process.forkserver`` for the isolation argument.
 """
 
 from __future__ import annotations
@@ -102,6 +100,8 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     role,
 )
 
+_NOIPC: list[bool] = []  # set in an entry's init when the kernel refused its IPC limits
+
 
 # --------------------------------------------------------------------------- init (pid 1)
 def _read_payload(fd: int) -> tuple[dict[str, Any], bytes]:
@@ -121,7 +121,8 @@ def _setup_scratch(job: dict[str, Any], body: bytes, hidepid: bool = False) -> i
         _mount("/tmp", "/dev/shm", None, MS_BIND)
     proc_opts = "hidepid=2" if hidepid else None
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, proc_opts)
-    limit_ipc(int(job.get("rlimits", {}).get("RLIMIT_AS", [0])[0]))  # (ipclimits)
+    if not limit_ipc(int(job.get("rlimits", {}).get("RLIMIT_AS", [0])[0])):  # (ipclimits)
+        _NOIPC.append(True)  # this entry's jobs get the filter refusing SysV IPC
     _loopback_up()
     root = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)
     _write_inputs(root, job["files"], body)
@@ -239,8 +240,8 @@ def _become_job(
             _die_with(high[-1])
             os.close(high[-1])
         _ok(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-        if cfg.get("_prog"):
-            _ok(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, cfg["_prog"], 0, 0), "seccomp")
+        if prog := cfg.get("_noipc" if _NOIPC else "_prog"):
+            _ok(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0), "seccomp")
         job = hand_over(job)
     except BaseException as e:
         job_failed(e, list(job["argv"]))
@@ -378,10 +379,13 @@ def boot() -> tuple[dict[str, Any], WarmScripts]:
     cfg = json.loads(os.pread(cfd, os.fstat(cfd).st_size, 0))
     os.close(cfd)
     role(b"ts-forkserver")
-    if cfg.get("seccomp"):
-        bpf = bytes.fromhex(cfg["seccomp"])
-        cfg["_buf"] = buf = ctypes.create_string_buffer(bpf, len(bpf))
-        cfg["_prog"] = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(buf))
+    for key, name in (("seccomp", "_prog"), ("seccomp_noipc", "_noipc")):
+        if cfg.get(key):  # ``_noipc``: for entries whose IPC limits the kernel refused
+            bpf = bytes.fromhex(cfg[key])
+            cfg["_buf" + name] = buf = ctypes.create_string_buffer(bpf, len(bpf))
+            cfg[name] = struct.pack("HxxxxxxP", len(bpf) // 8, ctypes.addressof(buf))
+    with contextlib.suppress(OSError):  # with CAP_SYS_RESOURCE only (``servercg``)
+        oom_adjust(-1000)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     warm = warm_up(cfg.get("warm_sources", []), [])  # the preimports come after ready
     cfg["_run"] = lambda job: run_warm(job, warm)  # a forked job runs where it was forked

@@ -8,12 +8,17 @@ memory limit, for as long as its namespace lives. ``limit_ipc`` sets the namespa
 limits (they are per IPC namespace, written through a ``/proc`` mounted in it by its root):
 
 - shared memory: at most ``budget`` bytes in all (the run's memory limit), 64 segments;
-- semaphores: 64 sets of at most 250, 8,000 in all; message queues: 64 of 16 KB;
+- semaphores: 64 sets of at most 250, 8,000 in all; message queues: 8 of 2 KB (and of at
+  most 2,048 messages: about 1 MB of kernel memory in all);
 - POSIX message queues: none (``fs.mqueue.queues_max`` 0), since their names cannot be
   listed here to remove one sample's queues before the next sample starts.
 
-A limit the kernel does not have (built without SysV IPC or POSIX message queues) is skipped;
-any other failure to set one fails the run's setup, with the limit named.
+A limit the kernel does not have (built without SysV IPC or POSIX message queues) is skipped.
+Where the kernel refuses to set them (``PermissionError``, a read-only ``/proc/sys``),
+``limit_ipc`` returns False and the caller runs the jobs under the filter that refuses
+creating SysV objects and message queues (``seccomp.build_filter(deny_ipc=True)``), as the
+per-run bubblewrap path always does; any other failure fails the run's setup, naming the
+limit.
 
 ``remove_ipc`` removes every SysV object a uid created or owns, once that uid's processes are
 dead (the multi-sample entry calls it after each sample, so the next sample finds none of its
@@ -22,6 +27,7 @@ objects and gets the whole budget back). Standard library only; inlined by ``bun
 
 from __future__ import annotations
 
+import errno
 import os
 
 from tasksieve.verifiers.sandbox.process.guest.nsutil import _libc
@@ -40,17 +46,18 @@ def _put(path: str, value: str) -> None:
         os.close(fd)
 
 
-def limit_ipc(budget: int, proc: str = "/proc") -> None:
+def limit_ipc(budget: int, proc: str = "/proc") -> bool:
     """Bound the calling process's IPC namespace (its root, with ``proc`` a ``/proc`` mounted
-    in its namespaces)."""
+    in its namespaces); False where the kernel refuses (before Linux 5.19 only the initial
+    user namespace's root may set these): the caller then refuses SysV IPC instead."""
     budget = int(budget) if budget > 0 else 512 << 20  # no address-space limit given
     for name, value in (
         ("kernel/shmmax", str(budget)),
         ("kernel/shmall", str(budget // PAGE)),
         ("kernel/shmmni", "64"),
         ("kernel/sem", "250 8000 32 64"),
-        ("kernel/msgmni", "64"),
-        ("kernel/msgmnb", "16384"),
+        ("kernel/msgmni", "8"),
+        ("kernel/msgmnb", "2048"),  # also the most messages a queue holds, empty ones too
         ("fs/mqueue/queues_max", "0"),
     ):
         try:
@@ -58,7 +65,10 @@ def limit_ipc(budget: int, proc: str = "/proc") -> None:
         except FileNotFoundError:
             continue  # a kernel without that kind of IPC: nothing to bound
         except OSError as e:
+            if isinstance(e, PermissionError) or e.errno == errno.EROFS:
+                return False
             raise OSError(e.errno, f"limiting IPC ({name}): {e.strerror}") from None
+    return True
 
 
 def remove_ipc(uid: int) -> int:

@@ -112,7 +112,8 @@ def build_root(cfg: dict[str, Any], body: bytes) -> None:
     _mount(f"{NEW}/tmp", f"{NEW}/dev/shm", None, MS_BIND)
     _make(f"{NEW}/proc", True)
     _mount("proc", f"{NEW}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    limit_ipc(int(cfg.get("rlimits", {}).get("RLIMIT_AS", [0])[0]), f"{NEW}/proc")
+    if not limit_ipc(int(cfg.get("rlimits", {}).get("RLIMIT_AS", [0])[0]), f"{NEW}/proc"):
+        cfg["seccomp"] = cfg.get("seccomp_noipc") or cfg["seccomp"]  # refuse SysV IPC instead
     root = os.open(f"{NEW}/tmp", os.O_RDONLY | os.O_DIRECTORY)
     _write_inputs(root, cfg["files"], body)
     os.close(root)
