@@ -9,7 +9,12 @@ multi-sample entry the next sample must find nothing of it.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import subprocess
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +22,7 @@ import pytest
 
 from tasksieve.verifiers.families.python.verifier import PythonVerifier
 from tasksieve.verifiers.sandbox.base import Limits
-from tasksieve.verifiers.sandbox.process import servercg
+from tasksieve.verifiers.sandbox.process import cgroups, servercg
 from tasksieve.verifiers.sandbox.process.guest import ipclimits
 from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
 from tests.verifiers.test_multi_samples import GOOD, HOSTILE, PROBE, TASK
@@ -207,3 +212,34 @@ def test_a_run_cannot_lower_its_oom_score_again(sandbox: ProcessSandbox) -> None
     )
     ex = sandbox.run({}, _py(sandbox, code), FAST)
     assert ex.stdout.startswith(b"refused"), ex
+
+
+def test_cgroups_left_by_sandboxes_never_closed_are_swept() -> None:
+    """Empty ones older than a minute go; a fresh one and an old one with a process stay."""
+    _, bases = cgroups.probe()
+    if not bases:
+        pytest.skip("no writable cgroup hierarchy here")
+    tag = uuid.uuid4().hex[:8]
+    made = {k: {c: os.path.join(b, f"tasksieve-fs-{k}-{tag}") for c, b in bases.items()}
+            for k in ("stale", "fresh", "busy")}  # fmt: skip
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        for k, dirs in made.items():
+            for d in dirs.values():
+                os.mkdir(d)
+                if k != "fresh":
+                    os.utime(d, (time.time() - 3600, time.time() - 3600))
+                if k == "busy":
+                    with open(os.path.join(d, "cgroup.procs"), "w") as fh:
+                        fh.write(str(sleeper.pid))
+        cgroups.sweep(bases)
+        left = {k: [os.path.isdir(d) for d in dirs.values()] for k, dirs in made.items()}
+        n = len(bases)
+        assert left == {"stale": [False] * n, "fresh": [True] * n, "busy": [True] * n}, left
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for dirs in made.values():
+            for d in dirs.values():
+                with contextlib.suppress(OSError):
+                    os.rmdir(d)

@@ -12,14 +12,16 @@ is gone. Nothing is used (and ``describe`` says why) when no hierarchy is writab
 unprivileged without a delegated cgroup v2 subtree.
 
 It does NOT account kernel memory of the session's tmpfs layer to the session beyond what the
-kernel itself charges, and it leaves a cgroup behind if this process dies before ``remove``
-(an empty directory, reused by nobody).
+kernel itself charges. A cgroup whose process died before ``remove`` (or never called it)
+stays until the next ``create`` under the same parent finds it empty and older than a minute
+(``sweep``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import time
 import uuid
 from dataclasses import dataclass, field
 from functools import cache
@@ -87,6 +89,34 @@ def probe() -> tuple[str, dict[str, str]]:
     return "none: no writable cgroup v2 subtree delegating memory and pids, nor cgroup v1", {}
 
 
+STALE_S = 60.0  # an empty cgroup of ours this old was left by a process that died
+
+
+def sweep(bases: dict[str, str], now: float | None = None) -> int:
+    """Remove the empty ``tasksieve-ws-*`` and ``tasksieve-fs-*`` cgroups under ``bases`` that
+    are older than ``STALE_S``: left by a process that ended without removing its own (a
+    sandbox never closed, a host killed). A live one is never empty (its session's init or
+    its server is in it from the moment it is made, within ``STALE_S``), and the kernel
+    refuses to remove one that is not; every failure is ignored. Returns how many went."""
+    now = time.time() if now is None else now
+    gone = 0
+    for base in bases.values():
+        with contextlib.suppress(OSError):
+            for name in os.listdir(base):
+                d = os.path.join(base, name)
+                if not name.startswith(("tasksieve-ws-", "tasksieve-fs-")):
+                    continue
+                with contextlib.suppress(OSError):
+                    if now - os.stat(d).st_mtime < STALE_S:
+                        continue
+                    with open(os.path.join(d, "cgroup.procs")) as fh:
+                        if fh.read().strip():
+                            continue
+                    os.rmdir(d)
+                    gone += 1
+    return gone
+
+
 def _put(path: str, value: str) -> None:
     with open(path, "w") as fh:
         fh.write(value)
@@ -108,6 +138,7 @@ class SessionCgroup:
         kind, bases = probe()
         if not bases:
             return None
+        sweep(bases)
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
         group = cls()
         try:

@@ -24,12 +24,13 @@ The limit (``ProcessSandbox(server_memory_mb=...)``; a negative value: no cgroup
 machine's memory by default, swap excluded: it bounds what one server's runs hold together,
 whatever way they hold it, and each sandbox's server has its own.
 
-It does NOT: remove the cgroup when this process dies without ``close()`` (an empty
-directory is left, as a workspace session's is); bound anything unprivileged or without a
-writable cgroup hierarchy (``state`` says why, as ``describe()["server_cgroup"]``); choose
-among runs fairly: when the runs of one server exceed its limit together, the killer takes
-the process with the largest resident memory among those with the highest score, which may
-belong to another run than the one holding memory outside its address space.
+It does NOT: remove the cgroup when this process dies without ``close()`` (the empty
+directory stays until a later sandbox's start sweeps it, ``cgroups.sweep``); bound anything
+unprivileged or without a writable cgroup hierarchy (``state`` says why, as
+``describe()["server_cgroup"]``); choose among runs fairly: when the runs of one server
+exceed its limit together, the killer takes the process with the largest resident memory
+among those with the highest score, which may belong to another run than the one holding
+memory outside its address space.
 """
 
 from __future__ import annotations
