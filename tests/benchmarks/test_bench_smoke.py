@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from benchmarks.sandbox_batch import BEFORE
 from benchmarks.sql_jobs import jobs as sql_jobs
 from tasksieve.verifiers.sandbox.process.forkserver import SERVER_SOURCE
 
+ROOT = Path(__file__).resolve().parents[2]
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
 
@@ -21,6 +24,16 @@ needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bu
 def test_sandbox_quick_run_gets_every_expected_verdict(capsys: pytest.CaptureFixture) -> None:
     assert sandbox_throughput.main(["--quick"]) == 0
     assert "matched all 8 expected verdicts in every round" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_api_verify_tiny_run_passes_every_reference() -> None:
+    # a child process: the baseline imports moto, whose hooks would stay in this one
+    cmd = [sys.executable, "-m", "benchmarks.api_verify", "--n", "2", "--rounds", "1"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "ours/cold" in out.stdout and "ours/baseline" in out.stdout
 
 
 @pytest.mark.slow

@@ -340,11 +340,12 @@ def test_order_sensitive_task_in_sandbox(api_verifier: ApiVerifier) -> None:
 
 
 # ---------------------------------------------------------------- environment failures
+@pytest.mark.parametrize("warm", [True, False])
 def test_missing_moto_is_infra_error(
-    api_verifier: ApiVerifier, monkeypatch: pytest.MonkeyPatch
+    api_verifier: ApiVerifier, monkeypatch: pytest.MonkeyPatch, warm: bool
 ) -> None:
     monkeypatch.setattr(api_mod, "site_paths", lambda sandbox: ["/nonexistent-site"])
-    v = api_verifier.verify(HELLO, PUT_HELLO)
+    v = ApiVerifier(api_verifier.sandbox, warm=warm).verify(HELLO, PUT_HELLO)
     assert v.status == "infra_error"
     assert "moto" in v.detail
 

@@ -220,6 +220,14 @@ class Sandbox(abc.ABC):
         """
         raise CapabilityMissing(f"sandbox {self.name!r} opens no workspaces (workspaces)")
 
+    def dedicated(self, warm: str) -> Sandbox:
+        """A sandbox like this one whose warm interpreter has also run the trusted script
+        ``warm`` (``verifiers.sandbox.warm``), for a family whose runs need a heavy warm heap
+        that other runs should not fork from. Runs of ``warm`` there are warm; the caller does
+        not close it (this sandbox's ``close`` does). The default, for backends without their
+        own warm server, is this sandbox itself: ``warm`` then runs as a plain script."""
+        return self
+
     def describe(self) -> dict[str, str | bool]:
         """What isolation this sandbox gives, for the manifest."""
         return {"backend": self.name}

@@ -64,6 +64,13 @@ class ApiOutcome:
     candidate: dict[str, Any] = field(default_factory=dict)  # exit_code, timed_out, stderr_tail
 
 
+def warm_source(site: list[str]) -> str:
+    """The harness as registered with the family's own fork server: at that server's boot it
+    imports and builds what every run needs (``guest.preload``); as ``__main__`` it is the
+    plain harness (the call comes after the harness's own exit)."""
+    return f'{HARNESS_SOURCE}\n\nif __name__ == "__warm__":\n    preload({site!r})\n'
+
+
 def site_paths(sandbox: Sandbox) -> list[str]:
     """Where boto3/moto live inside ``sandbox`` (the host's site-packages as the backend
     declares them); when it declares none, the interpreter's own paths."""
@@ -80,11 +87,21 @@ class ApiVerifier(Verifier):
     family = "api"
 
     def __init__(
-        self, sandbox: Sandbox, python: str | None = None, site: list[str] | None = None
+        self,
+        sandbox: Sandbox,
+        python: str | None = None,
+        site: list[str] | None = None,
+        warm: bool = True,
     ) -> None:
         super().__init__(sandbox)
         self.python = python or sandbox.python
         self.site = site  # where boto3/moto live inside the sandbox; None: this venv's
+        self.site_paths = site if site is not None else site_paths(sandbox)
+        # Runs go to a fork server of the family's own with moto and boto3 loaded (``warm``
+        # and the sandbox's interpreter; a backend without one gives back ``sandbox``).
+        warm = warm and self.python == sandbox.python
+        self.source = warm_source(self.site_paths) if warm else HARNESS_SOURCE
+        self.runner = sandbox.dedicated(self.source) if warm else sandbox
 
     def verify(self, task: TaskRecord, solution: str) -> Verdict:
         """Run ``solution`` against ``task`` and return the verdict (never raises for it)."""
@@ -118,10 +135,10 @@ class ApiVerifier(Verifier):
         cfg = {
             "initial": spec.initial_state.model_dump(),
             "timeout_s": spec.timeout_s,
-            "site_paths": self.site if self.site is not None else site_paths(self.sandbox),
+            "site_paths": self.site_paths,
             "python": self.python,
             "candidate_memory_mb": spec.memory_mb,
-            "kill_all": self.sandbox.capabilities.own_pid_namespace,
+            "kill_all": self.runner.capabilities.own_pid_namespace,
         }
         wall = spec.timeout_s + STARTUP_GRACE_S
         limits = Limits(
@@ -132,12 +149,12 @@ class ApiVerifier(Verifier):
             max_output_bytes=MAX_OUTPUT_BYTES,
         )
         files: dict[str, bytes | str] = {
-            "api_harness.py": HARNESS_SOURCE,
+            "api_harness.py": self.source,
             "api_config.json": json.dumps(cfg),
             "solution.py": solution,
         }
         cmd = [self.python, "-I", "-S", "api_harness.py"]
-        ex = self.sandbox.run(files, cmd, limits, stdin=(nonce + "\n").encode())
+        ex = self.runner.run(files, cmd, limits, stdin=(nonce + "\n").encode())
         charge(ex.cpu_s)
         events = _events(ex.stdout, nonce)
         tail = _text_tail(ex.stderr)

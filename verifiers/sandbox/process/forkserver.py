@@ -216,8 +216,10 @@ class ForkServer:
         seccomp: bytes | None,
         unshare: str | None = None,
         memory_bytes: int = 0,
+        extra_warm: tuple[str, ...] = (),
     ) -> None:
         self._bwrap, self._binds, self._python, self._seccomp = bwrap, binds, python, seccomp
+        self._extra_warm = extra_warm  # this server's own warm scripts (``Sandbox.dedicated``)
         self._memory = memory_bytes or servercg.default_memory_bytes()  # its cgroup's (servercg)
         self.cgroup = servercg.ServerCgroup(None, "none: not started")
         self._unshare = unshare  # unprivileged, bwrap starts under it in a user namespace
@@ -225,8 +227,7 @@ class ForkServer:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl: socket.socket | None = None
-        self._owner = 0
-        self._warm_count = 0
+        self._owner = self._warm_count = 0
         self._inits: list[int] = []  # pidfd of the server's pid-namespace init
         self._keeper = Keeper()
 
@@ -241,7 +242,7 @@ class ForkServer:
             "ctl_fd": theirs.fileno(),
             "seccomp": self._seccomp.hex() if self._seccomp else "",
             "seccomp_noipc": (noipc_filter() or b"").hex() if self._seccomp else "",
-            "warm_sources": sources,
+            "warm_sources": [*sources, *self._extra_warm],
             "preimport": list(PREIMPORT),
         }
         cfd = os.memfd_create("forkserver-config")

@@ -46,20 +46,19 @@ import time
 import warnings
 import weakref
 
+import tasksieve.verifiers.sandbox.process.methods as methods
 from tasksieve.verifiers.sandbox.base import (
     Capabilities,
     CapabilityMissing,
     Execution,
     Limits,
     Sandbox,
-    SandboxUnavailable,
     base_python,
 )
 from tasksieve.verifiers.sandbox.process.binds import (
     bind_args,
     mount_plan,
     sandbox_site_paths,
-    under,
     venv_site_paths,
 )
 from tasksieve.verifiers.sandbox.process.cgroups import describe as cgroup_describe
@@ -67,8 +66,7 @@ from tasksieve.verifiers.sandbox.process.cold import ColdSetup, spawn_cold
 from tasksieve.verifiers.sandbox.process.forkserver import ForkServer, start_run
 from tasksieve.verifiers.sandbox.process.multi import MultiProcess, spawn_multi
 from tasksieve.verifiers.sandbox.process.pair import PairProcess, start_pair
-from tasksieve.verifiers.sandbox.process.probecache import known_good, probe_key, remember
-from tasksieve.verifiers.sandbox.process.runs import WORKDIR, SandboxProcess, supervise, warm_job
+from tasksieve.verifiers.sandbox.process.runs import SandboxProcess, supervise, warm_job
 from tasksieve.verifiers.sandbox.process.seccomp import build_filter
 from tasksieve.verifiers.sandbox.process.tools import HostTools
 from tasksieve.verifiers.sandbox.process.uids import UIDS
@@ -85,13 +83,7 @@ from tasksieve.verifiers.sandbox.workspace import Workspace, WorkspaceSpec
 from tasksieve.verifiers.sandbox.wsclient import GuestSession
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_METHODS = {  # the isolation option -> the methods tried, in order
-    "auto": ["bwrap", "unshare-mount"],
-    "bwrap": ["bwrap"],
-    "unshare": ["unshare-mount"],
-    "none": ["none"],
-}
-_NAMESPACED = ("bwrap", "unshare-mount")
+_NAMESPACED = methods.NAMESPACED
 log = logging.getLogger(__name__)
 WEAK_WARNING = (
     "WEAK ISOLATION: the process sandbox runs commands with rlimits only, on the host's "
@@ -113,11 +105,14 @@ class ProcessSandbox(Sandbox):
         probe_cache: bool = True,
         workspace_open: str = "auto",
         server_memory_mb: int = 0,  # the fork server's cgroup: 0 half the machine, < 0 none
+        extra_warm: tuple[str, ...] = (),  # this sandbox's own warm scripts (``dedicated``)
     ) -> None:
         if isolation not in ("auto", "bwrap", "unshare", "none"):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
         if isolation == "none" and not allow_weak_isolation:
             raise ValueError("isolation='none' needs allow_weak_isolation=True")
+        self._args = {k: v for k, v in locals().items() if k not in ("self", "extra_warm")}
+        self._dedicated: dict[str, Sandbox] = {}
         self.python = python or base_python()
         self.allow_weak_isolation = allow_weak_isolation
         self._root = os.geteuid() == 0
@@ -138,9 +133,8 @@ class ProcessSandbox(Sandbox):
         if warm and isolation in ("auto", "bwrap") and bwrap:
             prefix, why_warm = server_prefix(self._root, self.tools.unshare)
             if prefix is not None:
-                self._server = ForkServer(
-                    bwrap, self._binds, self.python, self._seccomp, self.tools.unshare, mem
-                )
+                srv = (bwrap, self._binds, self.python, self._seccomp, self.tools.unshare)
+                self._server = ForkServer(*srv, mem, extra_warm)
                 why_warm = self._probe("bwrap")
                 if why_warm is not None:
                     self._server.close()
@@ -193,13 +187,32 @@ class ProcessSandbox(Sandbox):
             "server_cgroup": self._server.cgroup.state if self._server else "none: no server",
         }
 
+    def dedicated(self, warm: str) -> Sandbox:
+        """A sibling with a fork server of its own that also ran ``warm`` at boot (built on the
+        first call, closed with this one); this sandbox itself when it has no fork server or
+        the sibling's did not start (``warm`` then runs cold)."""
+        with self._runs_lock:
+            if warm not in self._dedicated:
+                sib = self
+                if self._server is not None:
+                    sib = ProcessSandbox(**self._args, extra_warm=(warm,))
+                    if sib._server is None:
+                        sib.close()
+                        sib = self
+                self._dedicated[warm] = sib
+            return self._dedicated[warm]
+
     def close(self) -> None:
         """Kill every run still going and wait until none of its processes exists.
 
         The fork server is stopped (it kills its runs first); per-run sandboxes that were
         spawned and not yet closed are killed here, and so are workspaces opened here and not
-        closed yet. The sandbox stays usable (a later run starts a new server).
+        closed yet, and the ``dedicated`` siblings. The sandbox stays usable (a later run
+        starts a new server).
         """
+        for sib in list(self._dedicated.values()):
+            if sib is not self:
+                sib.close()
         with self._runs_lock:
             runs = list(self._runs.values())
         for proc in runs:
@@ -264,10 +277,7 @@ class ProcessSandbox(Sandbox):
         collect: tuple[str, ...],
         uid: int | None,
     ) -> SandboxProcess:
-        setup = ColdSetup(
-            self.method, self.tools, self.python, self._root, self._binds, self._plan, self._seccomp
-        )
-        return self._track(spawn_cold(setup, files, command, limits, collect, uid))
+        return self._track(spawn_cold(self._cold(), files, command, limits, collect, uid))
 
     def _spawn_warm(
         self,
@@ -308,10 +318,11 @@ class ProcessSandbox(Sandbox):
         return self._pools[key]
 
     def _open_cold_workspace(self, spec: WorkspaceSpec) -> GuestSession:
-        setup = ColdSetup(
-            self.method, self.tools, self.python, self._root, self._binds, self._plan, self._seccomp
-        )
-        return open_process_workspace(setup, spec, self._zygote)
+        return open_process_workspace(self._cold(), spec, self._zygote)
+
+    def _cold(self) -> ColdSetup:
+        t = (self.method, self.tools, self.python, self._root, self._binds, self._plan)
+        return ColdSetup(*t, self._seccomp)
 
     def _track(self, proc: SandboxProcess) -> SandboxProcess:
         with self._runs_lock:
@@ -355,46 +366,7 @@ class ProcessSandbox(Sandbox):
 
     # ------------------------------------------------------------------ probing
     def _select(self, isolation: str) -> str:
-        reasons: list[str] = []
-        for method in _METHODS[isolation]:
-            why = self._probe(method)
-            if why is None:
-                return method
-            reasons.append(f"{method}: {why}")
-        if isolation == "auto" and self.allow_weak_isolation:
-            return "none"
-        raise SandboxUnavailable(
-            "no namespace isolation works here (" + "; ".join(reasons) + "). Install bubblewrap "
-            "(or util-linux unshare and setpriv) and allow user namespaces, or accept rlimits "
-            "only, on the host's filesystem, with --allow-weak-isolation "
-            "(allow_weak_isolation=True)."
-        )
+        return methods.select(self, isolation)
 
     def _probe(self, method: str) -> str | None:
-        if method == "bwrap" and not self.tools.bwrap:
-            return "bwrap not installed"
-        if method == "unshare-mount" and not (self.tools.unshare and self.tools.pdeathsig):
-            return "unshare or setpriv not installed"
-        hidden = under(self._plan, WORKDIR)
-        if method in _NAMESPACED and hidden:
-            return (
-                f"{hidden[0]} lies under {WORKDIR}, which every run replaces by its private "
-                "scratch: use an interpreter installed elsewhere (python=...)"
-            )
-        self.method = method
-        key = None
-        if self._server is None and self._probe_cache and method in _NAMESPACED:
-            t = self.tools
-            programs = [t.bwrap] if method == "bwrap" else [t.unshare, t.pdeathsig, t.prlimit]
-            key = probe_key(method, [*programs, t.setpriv], self.python, self._binds, self._seccomp)
-            if known_good(key):
-                return None
-        ex = self.run(
-            {"probe.txt": "ok"},
-            [self.python, "-I", "-S", "-c", "print(open('probe.txt').read())"],
-            Limits(wall_s=20, cpu_s=10),
-        )
-        if ex.stdout.strip() == b"ok" and ex.exit_code == 0:
-            remember(key, method)
-            return None
-        return (ex.infra_error or ex.stderr.decode(errors="replace").strip() or "failed")[:300]
+        return methods.probe(self, method)

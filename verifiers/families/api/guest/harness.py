@@ -12,6 +12,19 @@ nonce. It only reports data; the parent compares with the expected state. The ga
 (``gate``) and the read-back (``state``) are guest modules of their own, inlined here by
 ``tasksieve.verifiers.sandbox.guest.bundle``: the verifier sends ``bundle()`` of this file.
 
+Warm start (``preload``): the family's own fork server runs ``preload`` once at boot, so every
+run forked from it starts with moto, boto3 and the modules of S3, SQS and Logs imported,
+botocore's models and endpoint rules for them parsed (``WARM["loader"]``) and moto's
+per-service apps built (``WARM["app"]``); each run still starts its own moto server on its own
+loopback with empty backends, and its own clients. The family's runs stay off the common fork
+server: forking every code run from a heap this size would cost those runs more than the API
+runs save. A run is a copy-on-write copy of that heap, so nothing one run changes reaches the
+next. Nothing it loads comes from where a candidate can write: HOME names a path that does
+not exist while the modules are imported (botocore fixes its ``~/.aws/models`` path at
+import), that user model path is set to it, and the warm loader searches only botocore's and
+boto3's own data directories. No thread is started and no request served there (a forked heap
+must hold no other thread's locks); each step is best effort, leaving what failed to the run.
+
 It does NOT guard against: the candidate killing this process (same uid; the parent sees no
 result line and says so), the candidate exhausting memory or disk that this process also
 needs, or moto behaving differently from AWS.
@@ -21,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import json
 import os
 import signal
@@ -52,6 +66,69 @@ os.execv(sys.argv[4], sys.argv[4:])
 """
 
 
+# ------------------------------------------------------------------ warm start
+# In the family's own fork server (``Sandbox.dedicated``), the registered copy of this script
+# ends in ``preload(site)`` under ``if __name__ == "__warm__"`` (``verifier.warm_source``):
+# run once at the server's boot, so every run forked from it finds this work done.
+WARM_SERVICES = ("s3", "sqs", "logs")
+_PARTS = ("models", "responses", "urls")
+_MODULES = (
+    "moto.moto_server.werkzeug_app", "werkzeug.serving", "boto3", "botocore.config",
+    "botocore.session", "moto.core.utils", "moto.core.routing",
+    *(f"moto.{s}.{p}" for s in WARM_SERVICES for p in _PARTS),
+)  # fmt: skip
+_NO_HOME = "/proc/nonexistent"
+_DATA = ("endpoints", "partitions", "_retry", "sdk-default-configuration")
+WARM: dict[str, Any] = {}  # "loader", "app": what ``preload`` built, for each forked run
+
+
+def preload(site: list[str]) -> None:
+    """Import and build what every run needs (see the module docstring); never raises."""
+    home = os.environ.get("HOME", "")
+    added = [p for p in site if p not in sys.path]
+    sys.path[:0] = added
+    os.environ["HOME"] = _NO_HOME  # set in place: the server's environment keeps its order
+    try:
+        for name in _MODULES:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+        with contextlib.suppress(Exception):
+            WARM["loader"] = _loader()
+        with contextlib.suppress(Exception):
+            WARM["app"] = _app()
+    finally:
+        del sys.path[: len(added)]
+        os.environ["HOME"] = home
+
+
+def _loader() -> Any:
+    import boto3
+    from botocore import loaders
+
+    loaders.Loader.CUSTOMER_DATA_PATH = os.path.join(_NO_HOME, ".aws", "models")
+    paths = [os.path.join(os.path.dirname(str(m.__file__)), "data") for m in (loaders, boto3)]
+    loader = loaders.Loader(extra_search_paths=paths, include_default_search_paths=False)
+    for service in WARM_SERVICES:
+        loader.load_service_model(service, "service-2")
+        loader.load_service_model(service, "endpoint-rule-set-1")
+    for name in _DATA:
+        loader.load_data(name)
+    return loader
+
+
+def _app() -> Any:
+    from moto.core import routing, utils
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    make: Any = create_backend_app  # typed for moto's own service names only
+    app = DomainDispatcherApplication(create_backend_app)
+    for service in WARM_SERVICES:
+        utils.get_service_model(service)
+        routing.get_service_router(service)
+        app.app_instances[service] = make(service)
+    return app
+
+
 def _no_dump() -> None:
     """Make this process non-dumpable (PR_SET_DUMPABLE = 4) or fail."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -76,7 +153,8 @@ def _start_server(gate_factory: Callable[[Any], Gate]) -> tuple[Gate, int]:
         def log_request(self, *args: Any, **kwargs: Any) -> None:
             return None
 
-    gate = gate_factory(DomainDispatcherApplication(create_backend_app))
+    app = WARM.get("app") or DomainDispatcherApplication(create_backend_app)
+    gate = gate_factory(app)
     server = make_server("127.0.0.1", 0, gate, threaded=True, request_handler=Quiet)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return gate, int(server.server_port)
@@ -84,10 +162,17 @@ def _start_server(gate_factory: Callable[[Any], Gate]) -> tuple[Gate, int]:
 
 def _clients(endpoint: str) -> dict[str, Any]:
     import boto3
+    import botocore.session
     from botocore.config import Config
 
+    core = botocore.session.Session()
+    if "loader" in WARM:  # models parsed at the warm server's boot (``preload``)
+        core.register_component("data_loader", WARM["loader"])
     session = boto3.session.Session(
-        aws_access_key_id=FAKE_KEY, aws_secret_access_key=FAKE_KEY, region_name=REGION
+        aws_access_key_id=FAKE_KEY,
+        aws_secret_access_key=FAKE_KEY,
+        region_name=REGION,
+        botocore_session=core,
     )
     cfg = Config(retries={"max_attempts": 2}, connect_timeout=5, read_timeout=30)
     return {s: session.client(s, endpoint_url=endpoint, config=cfg) for s in ALLOWED_SERVICES}
@@ -224,6 +309,11 @@ def main() -> int:
         timings={"start_and_seed_s": round(t_seed, 3), "read_s": round(time.monotonic() - t1, 3)},
     )
     return 0
+
+
+def warm_main() -> None:
+    """What a warm server runs for this script (after ``preload`` at its boot)."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":
