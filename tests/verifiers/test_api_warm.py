@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import tasksieve.verifiers.sandbox.process.sandbox as sandbox_mod
 from tasksieve.schemas import TaskRecord
 from tasksieve.transforms.samplers import extract_solution
 from tasksieve.verifiers.families.api.verifier import ApiVerifier
@@ -139,6 +140,7 @@ print(json.dumps({
     "warm": sorted(harness.WARM),
     "data": sorted(os.path.realpath(p) for p in harness.WARM["loader"].search_paths),
     "user": loaders.Loader.CUSTOMER_DATA_PATH,
+    "randoms": sorted(type(r).__name__ for r in harness.WARM["randoms"]),
 }))
 """
 
@@ -150,7 +152,8 @@ def test_preload_leaves_a_forkable_heap_and_reads_no_user_path() -> None:
     )
     got = json.loads(out.stdout)
     assert got["same"], "preload changed sys.path, the environment or started a thread"
-    assert got["warm"] == ["app", "loader"]
+    assert got["warm"] == ["app", "loader", "randoms"]
+    assert "MotoRandom" in got["randoms"], got  # reseeded in every run
     assert all(p.endswith(("/botocore/data", "/boto3/data")) for p in got["data"]), got
     assert got["user"].startswith("/proc/nonexistent/"), got
 
@@ -187,3 +190,55 @@ def test_a_sibling_ends_with_its_sandbox() -> None:
         assert slow.popen.wait(10.0) is not None  # the sibling's server went with its runs
     finally:
         slow.close()
+
+
+IDS = TaskRecord.model_validate(
+    {
+        "id": "api.ids",
+        "family": "api",
+        "prompt": "test",
+        "verifier": {
+            "family": "api",
+            "services": ["sqs"],
+            "initial_state": {"queues": ["q"]},
+            "expected_state": {"queue_messages": {"q": ["x"]}},
+            "timeout_s": 20,
+        },
+        "reference_solution": "",
+    }
+)
+SHOW_ID = (
+    "import boto3\nsqs = boto3.client('sqs')\n"
+    "url = sqs.get_queue_url(QueueName='q')['QueueUrl']\n"
+    "print(sqs.send_message(QueueUrl=url, MessageBody='x')['MessageId'])\n"
+)
+
+
+def test_every_warm_run_draws_its_own_ids(warm: ApiVerifier) -> None:
+    # moto makes ids from a generator of its own, copied into every run from the warm heap
+    outs = [warm.verify_detailed(IDS, SHOW_ID) for _ in range(2)]
+    assert [o.verdict.status for o in outs] == ["pass", "pass"], outs[0].verdict.detail
+    first, second = (o.candidate["stdout_tail"].strip() for o in outs)
+    assert first and first != second
+
+
+def test_a_sibling_that_cannot_start_leaves_its_runs_cold(
+    sandbox: ProcessSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(**kwargs: Any) -> ProcessSandbox:
+        raise OSError("no room for another server")
+
+    said: list[str] = []  # the logger itself: other tests' CLI runs reconfigure logging
+    monkeypatch.setattr(sandbox_mod.log, "warning", lambda msg, *a: said.append(msg % a))
+    monkeypatch.setattr(sandbox_mod, "ProcessSandbox", broken)
+    assert sandbox.dedicated("print('never warm')") is sandbox
+    assert said == [
+        "a dedicated fork server did not start (no room for another server); its runs run cold"
+    ]
+
+
+def test_a_sandbox_builds_a_bounded_number_of_siblings(
+    sandbox: ProcessSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox_mod, "MAX_DEDICATED", len(sandbox._dedicated))
+    assert sandbox.dedicated("print('one more')") is sandbox

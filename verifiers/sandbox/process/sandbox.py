@@ -45,6 +45,7 @@ import threading
 import time
 import warnings
 import weakref
+from typing import Any
 
 import tasksieve.verifiers.sandbox.process.methods as methods
 from tasksieve.verifiers.sandbox.base import (
@@ -84,6 +85,7 @@ from tasksieve.verifiers.sandbox.wsclient import GuestSession
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _NAMESPACED = methods.NAMESPACED
+MAX_DEDICATED = 4  # siblings one sandbox builds (one per warm script); more run on this one
 log = logging.getLogger(__name__)
 WEAK_WARNING = (
     "WEAK ISOLATION: the process sandbox runs commands with rlimits only, on the host's "
@@ -111,8 +113,13 @@ class ProcessSandbox(Sandbox):
             raise ValueError(f"isolation must be auto, bwrap, unshare or none, got {isolation!r}")
         if isolation == "none" and not allow_weak_isolation:
             raise ValueError("isolation='none' needs allow_weak_isolation=True")
-        self._args = {k: v for k, v in locals().items() if k not in ("self", "extra_warm")}
+        self._args: dict[str, Any] = dict(  # what ``dedicated`` builds a sibling with
+            allow_weak_isolation=allow_weak_isolation, isolation=isolation, python=python,
+            probe_cache=probe_cache, workspace_open=workspace_open,
+            server_memory_mb=server_memory_mb,
+        )  # fmt: skip
         self._dedicated: dict[str, Sandbox] = {}
+        self._sib_lock = threading.Lock()
         self.python = python or base_python()
         self.allow_weak_isolation = allow_weak_isolation
         self._root = os.geteuid() == 0
@@ -191,16 +198,24 @@ class ProcessSandbox(Sandbox):
         """A sibling with a fork server of its own that also ran ``warm`` at boot (built on the
         first call, closed with this one); this sandbox itself when it has no fork server or
         the sibling's did not start (``warm`` then runs cold)."""
-        with self._runs_lock:
+        with self._sib_lock:  # ``close`` waits for a sibling being built, then closes it too
             if warm not in self._dedicated:
-                sib = self
-                if self._server is not None:
-                    sib = ProcessSandbox(**self._args, extra_warm=(warm,))
-                    if sib._server is None:
-                        sib.close()
-                        sib = self
-                self._dedicated[warm] = sib
+                self._dedicated[warm] = self._sibling(warm)
             return self._dedicated[warm]
+
+    def _sibling(self, warm: str) -> Sandbox:
+        if self._server is None or len(self._dedicated) >= MAX_DEDICATED:
+            return self
+        try:
+            sib = ProcessSandbox(**self._args, extra_warm=(warm,))
+        except Exception as e:  # its runs still run, cold, here
+            log.warning("a dedicated fork server did not start (%s); its runs run cold", e)
+            return self
+        if sib._server is None:
+            log.warning("a dedicated fork server did not start (%s)", sib.warm_unavailable)
+            sib.close()
+            return self
+        return sib
 
     def close(self) -> None:
         """Kill every run still going and wait until none of its processes exists.
@@ -210,9 +225,10 @@ class ProcessSandbox(Sandbox):
         closed yet, and the ``dedicated`` siblings. The sandbox stays usable (a later run
         starts a new server).
         """
-        for sib in list(self._dedicated.values()):
-            if sib is not self:
-                sib.close()
+        with self._sib_lock:
+            for sib in self._dedicated.values():
+                if sib is not self:
+                    sib.close()
         with self._runs_lock:
             runs = list(self._runs.values())
         for proc in runs:

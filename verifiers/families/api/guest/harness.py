@@ -24,6 +24,8 @@ not exist while the modules are imported (botocore fixes its ``~/.aws/models`` p
 import), that user model path is set to it, and the warm loader searches only botocore's and
 boto3's own data directories. No thread is started and no request served there (a forked heap
 must hold no other thread's locks); each step is best effort, leaving what failed to the run.
+Random generators that loaded modules keep at module level (moto's, which makes its ids) are
+reseeded in every run, so no two runs draw the same ids.
 
 It does NOT guard against: the candidate killing this process (same uid; the parent sees no
 result line and says so), the candidate exhausting memory or disk that this process also
@@ -37,6 +39,7 @@ import ctypes
 import importlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -79,16 +82,19 @@ _MODULES = (
 )  # fmt: skip
 _NO_HOME = "/proc/nonexistent"
 _DATA = ("endpoints", "partitions", "_retry", "sdk-default-configuration")
-WARM: dict[str, Any] = {}  # "loader", "app": what ``preload`` built, for each forked run
+WARM: dict[str, Any] = {}  # "loader", "app", "randoms": what ``preload`` built, for each run
 
 
 def preload(site: list[str]) -> None:
     """Import and build what every run needs (see the module docstring); never raises."""
-    home = os.environ.get("HOME", "")
-    added = [p for p in site if p not in sys.path]
-    sys.path[:0] = added
+    home, path = os.environ.get("HOME"), list(sys.path)
+    sys.path[:0] = [p for p in site if p not in sys.path]
     os.environ["HOME"] = _NO_HOME  # set in place: the server's environment keeps its order
     try:
+        with contextlib.suppress(Exception):  # first: every loader made later searches it
+            from botocore import loaders
+
+            loaders.Loader.CUSTOMER_DATA_PATH = os.path.join(_NO_HOME, ".aws", "models")
         for name in _MODULES:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
@@ -96,16 +102,32 @@ def preload(site: list[str]) -> None:
             WARM["loader"] = _loader()
         with contextlib.suppress(Exception):
             WARM["app"] = _app()
+        WARM["randoms"] = _generators()
     finally:
-        del sys.path[: len(added)]
-        os.environ["HOME"] = home
+        sys.path[:] = path
+        if home is None:
+            del os.environ["HOME"]
+        else:
+            os.environ["HOME"] = home
+
+
+def _generators() -> list[random.Random]:
+    """The random generators the loaded modules hold at module level (moto's ids come from
+    one), besides ``random``'s own, which reseeds itself in a forked child: each warm run
+    reseeds them (``warm_main``), or every run would draw the same ids."""
+    found: dict[int, random.Random] = {}
+    for mod in list(sys.modules.values()):
+        with contextlib.suppress(Exception):
+            for value in vars(mod).values():
+                if isinstance(value, random.Random) and value is not random._inst:
+                    found[id(value)] = value
+    return list(found.values())
 
 
 def _loader() -> Any:
     import boto3
     from botocore import loaders
 
-    loaders.Loader.CUSTOMER_DATA_PATH = os.path.join(_NO_HOME, ".aws", "models")
     paths = [os.path.join(os.path.dirname(str(m.__file__)), "data") for m in (loaders, boto3)]
     loader = loaders.Loader(extra_search_paths=paths, include_default_search_paths=False)
     for service in WARM_SERVICES:
@@ -313,6 +335,8 @@ def main() -> int:
 
 def warm_main() -> None:
     """What a warm server runs for this script (after ``preload`` at its boot)."""
+    for gen in WARM.get("randoms", ()):
+        gen.seed()  # from os.urandom: this run's own ids
     sys.exit(main())
 
 
