@@ -66,7 +66,7 @@ class ApiOutcome:
 
 def warm_source(site: list[str]) -> str:
     """The harness as registered with the family's own fork server: at that server's boot it
-    imports and builds what every run needs (``guest.preload``); as ``__main__`` it is the
+    imports and builds what every run needs (the harness's ``preload``); as ``__main__`` it is the
     plain harness (the call comes after the harness's own exit)."""
     return f'{HARNESS_SOURCE}\n\nif __name__ == "__warm__":\n    preload({site!r})\n'
 
@@ -95,7 +95,7 @@ class ApiVerifier(Verifier):
     ) -> None:
         super().__init__(sandbox)
         self.python = python or sandbox.python
-        self.site = site  # where boto3/moto live inside the sandbox; None: this venv's
+        # where boto3/moto live inside the sandbox; ``site`` None: this venv's
         self.site_paths = site if site is not None else site_paths(sandbox)
         # Runs go to a fork server of the family's own with moto and boto3 loaded (``warm``
         # and the sandbox's interpreter; a backend without one gives back ``sandbox``).
