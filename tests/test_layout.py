@@ -167,6 +167,28 @@ def test_light_rooms_import_nothing_heavy_at_top_level(room: str) -> None:
         assert not heavy, f"{path.relative_to(ROOT)} imports {sorted(heavy)} at its top level"
 
 
+BEAM_ML = "tasksieve.transforms.runtime.beam_ml"
+
+
+@pytest.mark.parametrize("folder", CODE_DIRS)
+def test_beam_inference_is_imported_through_beam_ml(folder: str) -> None:
+    """Beam's ``apache_beam.ml`` loads torch unless ``beam_ml`` loads it first (see there)."""
+    bad = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        if path.name == "beam_ml.py" or (
+            folder != "tasksieve" and path.is_relative_to(ROOT / "tasksieve")
+        ):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = {m for m, lv, _ in _imports(ast.Module(tree.body, [])) if not lv}
+        ml = [
+            m for m, lv, _ in _imports(tree) if not lv and (m + ".").startswith("apache_beam.ml.")
+        ]
+        if ml and BEAM_ML not in top:
+            bad.append(f"{path.relative_to(ROOT)}: import {ml[0]}")
+    assert not bad, f"import Beam's inference API from {BEAM_ML}:\n" + "\n".join(bad)
+
+
 def test_no_import_cycles_between_modules() -> None:
     graph = {_module_name(p): _project_deps(p) for f in SOURCES for p in _source_files(f)}
     state: dict[str, int] = {}

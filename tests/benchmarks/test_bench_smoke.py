@@ -140,3 +140,19 @@ def test_each_guest_before_a_change_can_still_be_rebuilt() -> None:
     replace must occur once, or their "before" would silently be the current guest."""
     for name, pairs in BEFORE.items():
         assert [SERVER_SOURCE.count(now) for now, _ in pairs] == [1] * len(pairs), name
+
+
+def test_cli_startup_times_one_child_and_reads_its_own_peak() -> None:
+    from benchmarks.cli_startup import own_peak_mb, time_once
+
+    size = int(own_peak_mb()) + 300  # above any floor this process sets
+    grow = f"b = bytearray({size} * 2**20); b[::4096] = b'x' * len(b[::4096])"
+    small = time_once(["-c", "pass"], {0}, ROOT)[2]
+    wall, cpu, peak_mb = time_once(["-c", grow], {0}, ROOT)
+    assert wall > 0 and cpu > 0
+    assert peak_mb > size, (peak_mb, size)  # the child's own
+    # each child's own peak, not the largest of the children so far; Linux starts the count
+    # at this process's resident size (a floor the script prints)
+    assert time_once(["-c", "pass"], {0}, ROOT)[2] < max(own_peak_mb(), small) + 50
+    with pytest.raises(SystemExit, match="exit 3"):
+        time_once(["-c", "import sys; sys.exit(3)"], {0}, ROOT)

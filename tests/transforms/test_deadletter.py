@@ -8,7 +8,6 @@ from typing import Any
 
 import apache_beam as beam
 import pytest
-from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -19,6 +18,7 @@ from tasksieve.transforms.dedup.near import DedupConfig, NearDedup
 from tasksieve.transforms.ingest.records import SourceRecord
 from tasksieve.transforms.reasons import GUARDED, error_reason, is_known
 from tasksieve.transforms.rollouts.guard import Isolating, failed_samples
+from tasksieve.transforms.runtime.beam_ml import ModelHandler
 from tasksieve.transforms.runtime.deadletter import (
     DeadLetterError,
     Fault,

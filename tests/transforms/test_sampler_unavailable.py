@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apache_beam.ml.inference.base import ModelHandler
 
 from tasksieve.transforms.rollouts.cache.sampler import CachedModelHandler, wrap_handler
 from tasksieve.transforms.rollouts.guard import Isolating, failed_samples
+from tasksieve.transforms.runtime.beam_ml import ModelHandler
 from tasksieve.transforms.runtime.deadletter import fault_of
 from tasksieve.transforms.samplers import SamplerConfig, SampleRequest, SamplerUnavailable, Samples
 

@@ -283,9 +283,10 @@ def test_replay_missing_file(tmp_path: Path) -> None:
 
 def test_replay_in_beam_pipeline(tmp_path: Path) -> None:
     import apache_beam as beam
-    from apache_beam.ml.inference.base import RunInference
     from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
+
+    from tasksieve.transforms.runtime.beam_ml import RunInference
 
     path = _jsonl(tmp_path / "rec.jsonl", ROWS)
     cfg = SamplerConfig(backend="replay", replay_path=str(path), samples=2)

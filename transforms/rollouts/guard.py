@@ -25,8 +25,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from apache_beam.ml.inference.base import ModelHandler
-
+from tasksieve.transforms.runtime.beam_ml import ModelHandler
 from tasksieve.transforms.runtime.common import count
 from tasksieve.transforms.runtime.deadletter import (
     BeamError,

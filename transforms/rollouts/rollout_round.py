@@ -30,11 +30,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
 
 from tasksieve.schemas import CodeSpec
 from tasksieve.transforms.rollouts.cache.sampler import wrap_handler
 from tasksieve.transforms.rollouts.guard import Isolating, failed_samples
+from tasksieve.transforms.runtime.beam_ml import KeyedModelHandler, RunInference
 from tasksieve.transforms.runtime.common import REJECTED
 from tasksieve.transforms.runtime.deadletter import DEAD, Attempt, Guarded, merge_rejected
 from tasksieve.transforms.runtime.items import Item

@@ -23,8 +23,8 @@ from tasksieve.transforms.samplers.model_cache import DEFAULT_MODEL_ID, ensure_d
 from tasksieve.transforms.samplers.precision import resolved_dtype, with_dtype
 from tasksieve.transforms.samplers.prompts import render_messages
 
-if TYPE_CHECKING:  # apache_beam.ml imports torch when installed: keep it off the import path
-    from apache_beam.ml.inference.base import ModelHandler
+if TYPE_CHECKING:  # Beam's inference API is slow to import: keep it off the import path
+    from tasksieve.transforms.runtime.beam_ml import ModelHandler
 
 __all__ = [
     "CompletionMeta",

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from apache_beam.ml.inference.base import ModelHandler
-
+from tasksieve.transforms.runtime.beam_ml import ModelHandler
 from tasksieve.transforms.runtime.omp_env import passive_waits
 from tasksieve.transforms.samplers.config import (
     CompletionMeta,

@@ -33,8 +33,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from apache_beam.ml.inference.base import ModelHandler
-
+from tasksieve.transforms.runtime.beam_ml import ModelHandler
 from tasksieve.transforms.runtime.common import count
 from tasksieve.transforms.samplers.config import (
     CompletionMeta,

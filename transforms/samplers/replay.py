@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.ml.inference.base import ModelHandler
 
+from tasksieve.transforms.runtime.beam_ml import ModelHandler
 from tasksieve.transforms.samplers.config import SamplerConfig, SampleRequest, Samples
 
 

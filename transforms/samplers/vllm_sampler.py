@@ -38,8 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from apache_beam.ml.inference.base import ModelHandler
-
+from tasksieve.transforms.runtime.beam_ml import ModelHandler
 from tasksieve.transforms.samplers.config import SamplerConfig, SampleRequest, Samples
 from tasksieve.transforms.samplers.openai_sampler import (
     Connection,

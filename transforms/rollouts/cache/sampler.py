@@ -18,10 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.ml.inference.base import ModelHandler
 
 from tasksieve.transforms.rollouts.cache.keys import sample_key, sampling_params
 from tasksieve.transforms.rollouts.cache.store import SAMPLES, load, write_part
+from tasksieve.transforms.runtime.beam_ml import ModelHandler
 from tasksieve.transforms.runtime.common import count
 from tasksieve.transforms.samplers import SamplerConfig, SampleRequest, Samples, model_id
 from tasksieve.transforms.samplers.config import CompletionMeta
