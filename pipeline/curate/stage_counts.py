@@ -137,7 +137,8 @@ def curate_stages(
     ]
     if strength:
         names = ("strength.tasks", "strength.unsupported", "strength.remote")
-        stages.append(StageSpec("test_strength", "Test strength", names))
+        minus = ("strength.rejected",)  # measured, then rejected: in strength.tasks already
+        stages.append(StageSpec("test_strength", "Test strength", names, minus=minus))
     if rollouts == "one-shot":
         stages.append(StageSpec("rollouts", "Rollouts", ("rollouts.sampled",), samples=True))
         stages.append(StageSpec("verify", "Verify", _verdicts(), unit="samples"))
@@ -146,7 +147,8 @@ def curate_stages(
         stages.append(StageSpec("verify", label, _verdicts(), unit="samples", open_total=True))
     if ambiguity:
         names = ("ambiguity.tasks", "ambiguity.unsupported", "ambiguity.remote")
-        stages.append(StageSpec("ambiguity", "Ambiguity", names))
+        minus = ("ambiguity.rejected",)
+        stages.append(StageSpec("ambiguity", "Ambiguity", names, minus=minus))
     stages.append(StageSpec("filter", "Filter", ("filter.kept",)))
     stages.append(StageSpec("write", "Write", ("write.tasks", "write.rejected"), unit="rows"))
     return stages

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline as BeamPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from tasksieve.pipeline.curate.stage_counts import ChannelReader, curate_stages, stage_views
 from tasksieve.pipeline.flags.reliability import (
     DEFAULTS,
     add_reliability_flags,
@@ -18,6 +20,7 @@ from tasksieve.pipeline.flags.reliability import (
 from tasksieve.schemas import CuratedTask, TaskRecord
 from tasksieve.transforms.filter import curated_row
 from tasksieve.transforms.reliability.detectors import Ambiguity, TestStrength
+from tasksieve.transforms.runtime import progress
 from tasksieve.transforms.runtime.items import Item, Scored
 from tasksieve.verifiers import SandboxConfig
 from tasksieve.verifiers.reliability import AmbiguityConfig, StrengthConfig
@@ -44,23 +47,41 @@ STRONG = _item("strong", ADULT, "is_adult", ["assert is_adult(18)", "assert not 
 MIDDLE_ITEM = _item("mid", MIDDLE, "middle", ["assert middle([1, 2, 3]) == 2"] * 3)
 
 
-def test_weak_tests_are_rejected_with_a_survivor_and_strong_ones_kept() -> None:
+def _progress(p: BeamPipeline, channel: Path, label: str, tasks: int) -> tuple[int, int | None]:
+    """Run ``p`` reporting to a progress channel; done and total the display shows for ``label``."""
+    progress.use(str(channel))
+    try:
+        p.run().wait_until_finish()
+        progress.flush()
+    finally:
+        progress.use(None)
+    reader = ChannelReader(str(channel))
+    reader.poll()
+    counters = {**reader.counters, "ingest.records": tasks, "validate.ok": tasks}
+    views = stage_views(curate_stages(strength=True, ambiguity=True), counters, k=4)
+    view = next(v for v in views if v.spec.label == label)
+    return view.done, view.total
+
+
+def test_weak_tests_are_rejected_with_a_survivor_and_strong_ones_kept(tmp_path: Path) -> None:
     cfg = StrengthConfig(max_mutants=6, probes=12)
-    with BeamPipeline() as p:
-        out = p | beam.Create([WEAK, STRONG]) | TestStrength(cfg, SANDBOX, "run1")
-        assert_that(
-            out["ok"] | beam.Map(lambda it: (it.id, it.strength.score, it.strength.survived)),
-            equal_to([("strong", 1.0, 0)]),
-            label="kept",
-        )
-        assert_that(
-            out["rejected"]
-            | beam.Map(
-                lambda r: (r["record_id"], r["stage"], r["reason"], "is_adult(18)" in r["detail"])
-            ),
-            equal_to([("weak", "test_strength", "gate.weak_tests", True)]),
-            label="rejected",
-        )
+    p = BeamPipeline()
+    out = p | beam.Create([WEAK, STRONG]) | TestStrength(cfg, SANDBOX, "run1")
+    assert_that(
+        out["ok"] | beam.Map(lambda it: (it.id, it.strength.score, it.strength.survived)),
+        equal_to([("strong", 1.0, 0)]),
+        label="kept",
+    )
+    assert_that(
+        out["rejected"]
+        | beam.Map(
+            lambda r: (r["record_id"], r["stage"], r["reason"], "is_adult(18)" in r["detail"])
+        ),
+        equal_to([("weak", "test_strength", "gate.weak_tests", True)]),
+        label="rejected",
+    )
+    # a task measured and then rejected is one task done, not two
+    assert _progress(p, tmp_path, "Test strength", 2) == (2, 2)
 
 
 def test_the_kept_row_carries_the_strength_and_ambiguity_columns() -> None:
@@ -75,7 +96,7 @@ def test_the_kept_row_carries_the_strength_and_ambiguity_columns() -> None:
     assert back.test_strength == item.strength and back.ambiguity == amb
 
 
-def test_ambiguous_task_is_rejected_with_the_disagreeing_sample() -> None:
+def test_ambiguous_task_is_rejected_with_the_disagreeing_sample(tmp_path: Path) -> None:
     two = Scored(MIDDLE_ITEM, 4, 3, "m", 4, passing=[(0, MIDDLE), (1, MIDDLE_LOW), (3, MIDDLE)])
     one = Scored(
         _item("mid2", MIDDLE, "middle", ["assert middle([1, 2, 3]) == 2"] * 3),
@@ -85,22 +106,23 @@ def test_ambiguous_task_is_rejected_with_the_disagreeing_sample() -> None:
         4,
         passing=[(0, MIDDLE), (2, "def middle(xs):\n    i = len(xs) // 2\n    return xs[i]\n")],
     )
-    with BeamPipeline() as p:
-        out = p | beam.Create([two, one]) | Ambiguity(AmbiguityConfig(probes=12), SANDBOX, "r")
-        agreed = out["ok"] | beam.Map(
-            lambda s: (s.item.id, s.ambiguity.probes_agreed == s.ambiguity.probes_valid)
-        )
-        assert_that(
-            agreed,
-            equal_to([("mid2", True)]),
-            label="kept",
-        )
-        assert_that(
-            out["rejected"]
-            | beam.Map(lambda r: (r["record_id"], r["reason"], r["k"], "sample 1:" in r["detail"])),
-            equal_to([("mid", "filter.ambiguous", 3, True)]),
-            label="rejected",
-        )
+    p = BeamPipeline()
+    out = p | beam.Create([two, one]) | Ambiguity(AmbiguityConfig(probes=12), SANDBOX, "r")
+    agreed = out["ok"] | beam.Map(
+        lambda s: (s.item.id, s.ambiguity.probes_agreed == s.ambiguity.probes_valid)
+    )
+    assert_that(
+        agreed,
+        equal_to([("mid2", True)]),
+        label="kept",
+    )
+    assert_that(
+        out["rejected"]
+        | beam.Map(lambda r: (r["record_id"], r["reason"], r["k"], "sample 1:" in r["detail"])),
+        equal_to([("mid", "filter.ambiguous", 3, True)]),
+        label="rejected",
+    )
+    assert _progress(p, tmp_path, "Ambiguity", 2) == (2, 2)
 
 
 def _args(*argv: str) -> argparse.Namespace:

@@ -15,13 +15,14 @@ observing solutions on probes yet, and a worker of a remote run has no sandbox o
 (counter ``<stage>.remote``; a warning says so once per worker). An infra error that leaves
 the whole measurement undecided rejects the task with the stage's infra reason rather than
 keeping or condemning it blind.
-Counters: ``strength.tasks``, ``strength.mutants``, ``strength.killed``, ``strength.survived``,
+Counters: ``strength.tasks`` (tasks measured, kept or rejected), ``strength.rejected`` (of
+those, rejected here), ``strength.mutants``, ``strength.killed``, ``strength.survived``,
 ``strength.equivalent``, ``strength.undecided``, ``strength.unprobed``, ``strength.ms`` (wall
 milliseconds);
-``ambiguity.tasks``, ``ambiguity.probes``, ``ambiguity.disagreements``, ``ambiguity.dropped``
-(inputs outside the task's contract), ``ambiguity.not_enough_evidence`` (kept tasks whose
-agreement could not be tested: too few distinct passing samples or valid inputs),
-``ambiguity.ms``.
+``ambiguity.tasks``, ``ambiguity.rejected``, ``ambiguity.probes``, ``ambiguity.disagreements``,
+``ambiguity.dropped`` (inputs outside the task's contract), ``ambiguity.not_enough_evidence``
+(kept tasks whose agreement could not be tested: too few distinct passing samples or valid
+inputs), ``ambiguity.ms``.
 With the run's rollout cache (``--rollout-cache``, on unless ``--no-cache``), a task's report is
 looked up by content first and measured only on a miss (``cached``; what a key holds:
 ``transforms.rollouts.cache.detectors``); counters ``cache.test_strength_hits`` and
@@ -169,6 +170,7 @@ class TestStrengthFn(_DifferFn):
         _count_strength(report)
         log.info("test strength %s: %s", item.id, report.summary())
         if report.made and report.infra_errors == report.made:
+            count("strength.rejected")
             yield rejected(
                 rejection(
                     stage="test_strength",
@@ -181,6 +183,7 @@ class TestStrengthFn(_DifferFn):
             )
             return
         if report.weak(self.cfg):
+            count("strength.rejected")
             yield rejected(
                 rejection(
                     stage="test_strength",
@@ -256,10 +259,12 @@ class AmbiguityFn(_DifferFn):
         log.info("ambiguity %s: %s", task.id, report.summary())
         if report.infra_error:
             why = f"ambiguity check: observing the samples failed: {report.infra_error}"
+            count("ambiguity.rejected")
             yield rejected(self._reject(s, "verify.infra_error", why))
             return
         if report.ambiguous(self.cfg):
             why = ambiguity_evidence(report, self.cfg)
+            count("ambiguity.rejected")
             yield rejected(self._reject(s, "filter.ambiguous", why))
             return
         yield replace(s, ambiguity=ambiguity_check(report, self.cfg))
