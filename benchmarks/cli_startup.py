@@ -1,20 +1,21 @@
 """CLI start-up: wall time of each subcommand against a bare ``import pyarrow, pydantic``.
 
-Every command runs as a fresh ``python`` process from this checkout (``-m tasksieve.pipeline.cli``,
-what the ``tasksieve`` script runs). Rounds are interleaved (each round runs every command
-once, in a rotated order) so drift in machine load hits all commands alike; the figure is
-the median over the rounds. The floor is ``python -c "import pyarrow, pydantic"`` measured
-in the same rounds; the goal is ``validate`` and ``verify`` within 0.3 s of it. ``verify``
-also starts the process sandbox and runs the solution: the "verify imports" row
-(``import pipeline.commands.verify_run`` alone) separates the import cost from the sandbox's;
-"curate imports" (``import pipeline.curate.run``) is what every curate run and every Airflow
-task that builds the pipeline pays before its first stage. CPU seconds (user + system of the
-process and the children it waited for) and the process's peak resident memory are printed
-beside the wall time: on a busy machine they move much less than wall time does; so does the fastest
-round's wall time (``min s``), the closest a busy machine comes to a quiet one. Children run
-with ``PYTHONDONTWRITEBYTECODE`` unset, so the warm-up run leaves ``.pyc`` files as an install
-would. ``--also DIR`` adds the validate, verify and curate-imports rows run from another source tree
-(e.g. an older commit extracted with ``git archive``), in the same rounds.
+Every command runs as a fresh ``python`` process from this checkout (``-m
+tasksieve.pipeline.cli``, what the ``tasksieve`` script runs). Rounds are interleaved (each
+round runs every command once, in a rotated order) so drift in machine load hits all commands
+alike; the figure is the median over the rounds. The floor is ``python -c "import pyarrow,
+pydantic"`` measured in the same rounds; the goal is ``validate`` and ``verify`` within 0.3 s
+of it. ``verify`` also starts the process sandbox and runs the solution: the "verify imports"
+row (``import pipeline.commands.verify_run`` alone) separates the import cost from the
+sandbox's; "curate imports" (``import pipeline.curate.run``) is what every curate run and every
+Airflow task that builds the pipeline pays before its first stage. CPU seconds (user + system
+of the process and the children it waited for) are printed beside the wall time, and so is the
+process's peak resident memory: on a busy machine CPU moves much less than wall time does; so
+does the fastest round's wall time (``min s``), the closest a busy machine comes to a quiet
+one. Children run with ``PYTHONDONTWRITEBYTECODE`` unset, so the warm-up run leaves ``.pyc``
+files as an install would. ``--also DIR`` adds the validate, verify and curate-imports rows run
+from another source tree (e.g. an older commit extracted with ``git archive``), in the same
+rounds.
 
     .venv/bin/python -m benchmarks.cli_startup --rounds 15 [--also /tmp/old-tree]
 """

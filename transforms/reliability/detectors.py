@@ -170,31 +170,21 @@ class TestStrengthFn(_DifferFn):
         _count_strength(report)
         log.info("test strength %s: %s", item.id, report.summary())
         if report.made and report.infra_errors == report.made:
-            count("strength.rejected")
-            yield rejected(
-                rejection(
-                    stage="test_strength",
-                    reason="gate.infra_error",
-                    detail=f"test strength: every mutant hit an infra error; "
-                    f"{report.infra_error or report.summary()}",
-                    run_id=self.run_id,
-                    item=item,
-                )
-            )
+            cause = report.infra_error or report.summary()
+            why = f"test strength: every mutant hit an infra error; {cause}"
+            yield rejected(self._reject(item, "gate.infra_error", why))
             return
         if report.weak(self.cfg):
-            count("strength.rejected")
-            yield rejected(
-                rejection(
-                    stage="test_strength",
-                    reason="gate.weak_tests",
-                    detail=strength_evidence(report, self.cfg),
-                    run_id=self.run_id,
-                    item=item,
-                )
-            )
+            why = strength_evidence(report, self.cfg)
+            yield rejected(self._reject(item, "gate.weak_tests", why))
             return
         yield replace(item, strength=strength_check(report))
+
+    def _reject(self, item: Item, reason: str, detail: str) -> dict[str, Any]:
+        count("strength.rejected")  # measured and rejected: the progress display counts it once
+        return rejection(
+            stage="test_strength", reason=reason, detail=detail, run_id=self.run_id, item=item
+        )
 
 
 def _count_strength(report: StrengthReport) -> None:
@@ -259,17 +249,16 @@ class AmbiguityFn(_DifferFn):
         log.info("ambiguity %s: %s", task.id, report.summary())
         if report.infra_error:
             why = f"ambiguity check: observing the samples failed: {report.infra_error}"
-            count("ambiguity.rejected")
             yield rejected(self._reject(s, "verify.infra_error", why))
             return
         if report.ambiguous(self.cfg):
             why = ambiguity_evidence(report, self.cfg)
-            count("ambiguity.rejected")
             yield rejected(self._reject(s, "filter.ambiguous", why))
             return
         yield replace(s, ambiguity=ambiguity_check(report, self.cfg))
 
     def _reject(self, s: Scored, reason: str, detail: str) -> dict[str, Any]:
+        count("ambiguity.rejected")  # measured and rejected: the progress display counts it once
         return rejection(
             stage="ambiguity",
             reason=reason,
