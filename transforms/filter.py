@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas import CuratedTask, Lineage
 from tasksieve.transforms.algorithms.stats import BandConfig, Difficulty, wilson_interval
@@ -105,6 +106,7 @@ class Filter(beam.PTransform):
         self.run_id = run_id
         self.fingerprint = fingerprint
 
+    @no_annotations
     def expand(self, scored: beam.PCollection) -> dict[str, beam.PCollection]:
         band = beam.ParDo(FilterFn(self.band, self.run_id, self.fingerprint))
         return scored | "Band" >> Guarded(band, "filter", self.run_id)

@@ -21,6 +21,7 @@ import apache_beam as beam
 import pyarrow as pa
 from apache_beam.io.parquetio import WriteToParquetBatched
 from apache_beam.transforms.window import GlobalWindows
+from apache_beam.typehints.decorators import no_annotations
 from apache_beam.utils.windowed_value import WindowedValue
 
 from tasksieve.schemas import FAMILIES
@@ -133,6 +134,7 @@ class Write(beam.PTransform):
         self.fingerprint = fingerprint
         self.run_id = run_id
 
+    @no_annotations
     def expand(self, outputs: dict[str, beam.PCollection]) -> beam.PCollection:
         fp, rid = self.fingerprint, self.run_id
         written = []

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.transforms.agent.config import AgentConfig
 from tasksieve.transforms.agent.episode import Episode
@@ -66,6 +67,7 @@ class EvalAgentEpisodes(beam.PTransform):
         super().__init__()
         self.sampler, self.agent, self.sandbox, self.run_id = sampler, agent, sandbox, run_id
 
+    @no_annotations
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         size = max(1, self.sampler.batch_size)
         batches = items | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=size)

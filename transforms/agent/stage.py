@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas import RepoSpec
 from tasksieve.transforms.agent.config import AgentConfig
@@ -184,6 +185,7 @@ class AgentEpisodes(beam.PTransform):
         self.sampler, self.agent, self.sandbox = sampler, agent, sandbox
         self.run_id, self.band = run_id, band or BandConfig()
 
+    @no_annotations
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         size = max(1, self.sampler.batch_size)
         batches = items | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=size)

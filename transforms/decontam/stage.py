@@ -15,6 +15,7 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.transforms.algorithms.textsim import ShingleConfig
 from tasksieve.transforms.decontam.sets import (
@@ -175,6 +176,7 @@ class Decontaminate(beam.PTransform):
         self.cfg = cfg
         self.run_id = run_id
 
+    @no_annotations
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         check = beam.ParDo(DecontaminateFn(self.cfg, self.run_id))
         return items | "Check" >> Guarded(check, "decontaminate", self.run_id)

@@ -35,6 +35,7 @@ from dataclasses import replace
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas import Finding
 from tasksieve.transforms.runtime.common import REJECTED, count, rejected
@@ -143,6 +144,7 @@ class ExactDedup(beam.PTransform):
         super().__init__()
         self.run_id = run_id
 
+    @no_annotations
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         rid = self.run_id
         keyed = items | "KeyByPrompt" >> Guarded(

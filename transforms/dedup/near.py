@@ -42,6 +42,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 from apache_beam import pvalue
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas import Finding
 from tasksieve.transforms.algorithms.minhash import (
@@ -282,6 +283,7 @@ class NearDedup(beam.PTransform):
         self.cfg = cfg
         self.run_id = run_id
 
+    @no_annotations
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         cfg = self.cfg
         if not cfg.enabled:

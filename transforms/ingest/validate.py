@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas.validation import validate_record
 from tasksieve.transforms.ingest.records import SourceRecord
@@ -99,6 +100,7 @@ class Validate(beam.PTransform):
         super().__init__()
         self.run_id = run_id
 
+    @no_annotations
     def expand(self, records: beam.PCollection) -> dict[str, beam.PCollection]:
         rid = self.run_id
         parsed = records | "Parse" >> Guarded(beam.ParDo(ValidateFn(rid)), "validate", rid)

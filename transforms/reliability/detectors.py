@@ -40,6 +40,7 @@ from dataclasses import replace
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas import AmbiguityCheck, StrengthCheck, SurvivingMutant
 from tasksieve.transforms.reliability import cached
@@ -212,6 +213,7 @@ class TestStrength(beam.PTransform):
         self.run_id = run_id
         self.cache_dir = cache_dir
 
+    @no_annotations
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         measure = beam.ParDo(TestStrengthFn(self.cfg, self.sandbox, self.run_id, self.cache_dir))
         return items | "Measure" >> Guarded(measure, "test_strength", self.run_id)
@@ -288,6 +290,7 @@ class Ambiguity(beam.PTransform):
         self.run_id = run_id
         self.cache_dir = cache_dir
 
+    @no_annotations
     def expand(self, scored: beam.PCollection) -> dict[str, beam.PCollection]:
         compare = beam.ParDo(AmbiguityFn(self.cfg, self.sandbox, self.run_id, self.cache_dir))
         return scored | "Compare" >> Guarded(compare, "ambiguity", self.run_id)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas import CodeSpec, GateResult, TaskRecord
 from tasksieve.schemas.repo import RepoSpec
@@ -255,6 +256,7 @@ class Gates(beam.PTransform):
         self.run_id = run_id
         self.cache_dir = cache_dir
 
+    @no_annotations
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         run = beam.ParDo(GatesFn(self.cfg, self.sandbox, self.run_id, self.cache_dir))
         return items | "Run" >> Guarded(run, "gates", self.run_id)

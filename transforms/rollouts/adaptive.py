@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas import Verdict
 from tasksieve.transforms.algorithms.adaptive_stopping import (
@@ -262,6 +263,7 @@ class AdaptiveRollouts(beam.PTransform):
             cache_dir  # the rollout cache (tasksieve.transforms.rollouts.cache); None: off
         )
 
+    @no_annotations
     def expand(self, items: beam.PCollection) -> dict[str, Any]:
         pending = items | "Start" >> beam.Map(lambda it: (it, Progress()))
         scored, rollouts, rejects = [], [], []

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas import FeedbackLevel, Verdict
 from tasksieve.transforms.algorithms.stats import BandConfig
@@ -269,6 +270,7 @@ class Episodes(beam.PTransform):
             cache_dir=self.cache_dir,
         )
 
+    @no_annotations
     def expand(self, items: beam.PCollection) -> dict[str, beam.PCollection]:
         level = self.cfg.feedback
         sampled = items | "Rollouts" >> Rollouts(self.sampler, self.run_id, self.cache_dir)

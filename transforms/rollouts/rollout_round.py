@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas import CodeSpec
 from tasksieve.transforms.rollouts.cache.sampler import wrap_handler
@@ -76,6 +77,7 @@ class Sample(beam.PTransform):
         self.cfg = cfg
         self.cache_dir = cache_dir
 
+    @no_annotations
     def expand(self, requests: beam.PCollection) -> dict[str, beam.PCollection]:
         cfg = self.cfg
         handler: KeyedModelHandler[Any, SampleRequest, Samples, Any] = KeyedModelHandler(
@@ -144,6 +146,7 @@ class RolloutRound(beam.PTransform):
             failed = failed | "Unsplit" >> beam.Map(self.unsplit)
         return (ok, failed) | "AllAnswers" >> beam.Flatten()
 
+    @no_annotations
     def expand(self, elements: beam.PCollection) -> dict[str, beam.PCollection]:
         paired = (
             {

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas import Rollout, TaskRecord, Verdict
 from tasksieve.transforms.algorithms.settle import band_settled
@@ -309,6 +310,7 @@ class Verify(beam.PTransform):
         self.retry = retry
         self.cache_dir = cache_dir
 
+    @no_annotations
     def expand(self, pairs: beam.PCollection) -> dict[str, beam.PCollection]:
         fn = VerifyFn(self.sandbox, self.run_id, self.band, self.retry, self.cache_dir)
         return pairs | "Run" >> Guarded(beam.ParDo(fn), "verify", self.run_id, tags=[ROLLOUTS])

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import apache_beam as beam
+from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.transforms.ingest.records import SourceRecord
 from tasksieve.transforms.reasons import error_reason
@@ -240,6 +241,7 @@ class Attempt(beam.PTransform):
         self.stage = stage
         self.tags = tuple(tags)
 
+    @no_annotations
     def expand(self, pcoll: beam.PCollection) -> dict[str, beam.PCollection]:
         tags = (*self.tags, REJECTED)
         # declare every tag, else Beam warns that the tags are not in the type hints
@@ -268,6 +270,7 @@ class Guarded(beam.PTransform):
         self.attempt = Attempt(step, stage, tags)
         self.run_id = run_id
 
+    @no_annotations
     def expand(self, pcoll: beam.PCollection) -> dict[str, beam.PCollection]:
         out = pcoll | "Attempt" >> self.attempt
         rows = out.pop(DEAD) | "DeadLetters" >> beam.FlatMap(dead_letter_rows, self.run_id)
