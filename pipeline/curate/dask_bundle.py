@@ -38,6 +38,10 @@ from apache_beam.transforms.window import GlobalWindow, GlobalWindows
 from apache_beam.utils.counters import CounterFactory
 from apache_beam.utils.windowed_value import WindowedValue
 
+# Imported before this module unpickles a bundle's DoFns: a Dask worker then loads Beam's
+# inference API (RunInference's DoFn) without its model manager's torch.
+from tasksieve.transforms.runtime import beam_ml  # noqa: F401
+
 COUNTERS = "__tasksieve_dask_counters__"
 """The tag of the one counters item each bundle appends to its outputs."""
 

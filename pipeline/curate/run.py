@@ -41,6 +41,7 @@ from tasksieve.pipeline.outputs.staging import LocalTarget, RemoteTarget, target
 from tasksieve.schemas import Manifest
 from tasksieve.transforms.algorithms.stats import histogram_bin
 from tasksieve.transforms.runtime import chunked_runner, fsio
+from tasksieve.transforms.runtime.beam_ml import worker_args
 from tasksieve.transforms.samplers import model_id
 
 log = logging.getLogger("tasksieve")
@@ -193,6 +194,7 @@ def compact_rollout_cache(cfg: CurateConfig) -> None:
 def pipeline_options(cfg: CurateConfig) -> PipelineOptions:
     chunked_runner.install()  # the in-memory runner sends stage inputs in chunks
     args = [f"--runner={cfg.runner}", *cfg.beam_args, *progress_args()]
+    args += worker_args(args)  # SDK workers load Beam's inference API without torch
     if cfg.runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
         args.append("--direct_running_mode=in_memory")
     return PipelineOptions(args)

@@ -42,6 +42,7 @@ from tasksieve.pipeline.eval.summary import summarise
 from tasksieve.pipeline.outputs.staging import target_for
 from tasksieve.schemas import SCHEMA_VERSION
 from tasksieve.transforms.runtime import chunked_runner, fsio
+from tasksieve.transforms.runtime.beam_ml import worker_args
 from tasksieve.transforms.samplers import model_id
 
 log = logging.getLogger("tasksieve")
@@ -97,6 +98,7 @@ def _count(root: Path, kind: str) -> int:
 def _options(cfg: EvalConfig) -> PipelineOptions:
     chunked_runner.install()  # the in-memory runner sends stage inputs in chunks
     args = [f"--runner={cfg.runner}", *cfg.beam_args]
+    args += worker_args(args)  # SDK workers load Beam's inference API without torch
     if cfg.runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
         args.append("--direct_running_mode=in_memory")
     return PipelineOptions(args)

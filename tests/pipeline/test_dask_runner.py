@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,3 +73,18 @@ def test_sandbox_stages_ran_in_the_cluster_workers(
 ) -> None:
     used = json.loads((runs[1] / "manifest.json").read_text())["sandbox"]["used_by_workers"]
     assert used and 1 <= sum(u["processes"] for u in used) <= len(cluster.worker_pids), used
+
+
+def _loaded() -> dict[str, bool]:
+    return {m: m in sys.modules for m in ("apache_beam.ml.inference.base", "torch")}
+
+
+def test_the_cluster_workers_ran_inference_without_loading_torch(
+    runs: tuple[Path, Path], cluster: DaskCluster
+) -> None:
+    from dask.distributed import Client
+
+    with Client(cluster.address, timeout=60) as client:
+        loaded = list(client.run(_loaded).values())
+    assert any(w["apache_beam.ml.inference.base"] for w in loaded), loaded  # RunInference ran
+    assert not any(w["torch"] for w in loaded), loaded

@@ -8,6 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from tasksieve.transforms.runtime.beam_ml import PLUGIN, worker_args
+
 # A fresh interpreter: builds the curate pipeline's modules, runs RunInference over the replay
 # sampler on the in-memory runner (checking its output), then reports what got loaded.
 PROBE = textwrap.dedent(
@@ -55,3 +59,29 @@ def test_the_pipeline_runs_inference_without_loading_torch(tmp_path: Path) -> No
     assert report["manager"]
     assert report["torch_after"], "the model manager stayed blocked after the guarded import"
     assert "Resource module is not available" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_multi_process_workers_of_a_curate_run_do_not_load_torch() -> None:
+    """An SDK worker whose first bundle is RunInference unpickles Beam's inference DoFn (its
+    class is in ``base``) before any module of the project: with the curate run's options it
+    has imported ``beam_ml`` at start (no torch); without the plugin option it loads torch."""
+    from benchmarks.sdk_worker import run_once
+
+    plugin, default = run_once("plugin"), run_once("default")
+    assert len(plugin) == len(default) == 2, (plugin, default)  # one row per worker process
+    assert all(w["inference_api"] and not w["torch"] for w in plugin), plugin
+    assert all(w["inference_api"] and w["torch"] for w in default), default
+
+
+@pytest.mark.parametrize(
+    ("args", "added"),
+    [
+        ([], [f"--beam_plugins={PLUGIN}"]),
+        (["--beam_plugins=my.plugin"], [f"--beam_plugins={PLUGIN}"]),
+        ([f"--beam_plugins=my.plugin,{PLUGIN}"], []),
+        ([f"--beam_plugin={PLUGIN}"], []),
+    ],
+)
+def test_the_plugin_option_is_added_once(args: list[str], added: list[str]) -> None:
+    assert worker_args(args) == added

@@ -11,10 +11,16 @@ for. torch is then loaded only by a sampler that runs a model in this process
 (``transformers``; vLLM on its workers).
 
 Beam's fallback for that case also drops the ``resource`` module it reads a process's peak
-memory with (model-load metrics); it is put back. What this does NOT cover: a process that
-imported ``apache_beam.ml`` before this module (its ``base`` already holds the real
-``ModelManager``, and torch is loaded), and a worker of a portable or multi-process runner
-that unpickles Beam's inference ``DoFn`` before any module of this project.
+memory with (model-load metrics); it is put back.
+
+A worker process of another runner unpickles Beam's inference ``DoFn``, whose class lives in
+``base``, before any module of this project. So the pipelines name this module as a Beam
+plugin (``worker_args``): Beam's SDK worker (the multi-process DirectRunner, the portable
+runner's workers, Dataflow, Flink, Spark) imports every ``--beam_plugins`` module at start,
+before its first bundle. The Dask runner's bundles import it through
+``pipeline/curate/dask_bundle.py``. What this does NOT cover: a process that imported
+``apache_beam.ml`` before this module (its ``base`` already holds the real ``ModelManager``,
+and torch is loaded), and a worker that a runner starts some other way.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ from __future__ import annotations
 import importlib
 import resource
 import sys
+from collections.abc import Sequence
 
 BASE = "apache_beam.ml.inference.base"
 MODEL_MANAGER = "apache_beam.ml.inference.model_manager"
+PLUGIN = "tasksieve.transforms.runtime.beam_ml"
 
 
 def _load_base() -> None:
@@ -48,4 +56,14 @@ from apache_beam.ml.inference.base import (  # noqa: E402  (after the guarded lo
     RunInference,
 )
 
-__all__ = ["KeyedModelHandler", "ModelHandler", "RunInference"]
+
+def worker_args(args: Sequence[str]) -> list[str]:
+    """The Beam option that has SDK workers import this module first, unless ``args`` has it."""
+    for arg in args:
+        name, _, value = arg.partition("=")
+        if name in ("--beam_plugin", "--beam_plugins") and PLUGIN in value.split(","):
+            return []
+    return [f"--beam_plugins={PLUGIN}"]
+
+
+__all__ = ["PLUGIN", "KeyedModelHandler", "ModelHandler", "RunInference", "worker_args"]
