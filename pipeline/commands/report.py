@@ -41,10 +41,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         path = write_report(out_dir, Path(args.output) if args.output else None)
     except NotAnOutput as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"tasksieve report: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:
-        print(f"error: cannot write the report: {e}", file=sys.stderr)
+        print(f"tasksieve report: error: cannot write the report: {e}", file=sys.stderr)
         return EXIT_USAGE
     print(path)
     return EXIT_OK

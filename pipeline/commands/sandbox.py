@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         built = build_image(args.image, mirror=args.mirror, force=args.force)
     except ImageBuildError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"tasksieve sandbox build-image: error: {e}", file=sys.stderr)
         return 2
     name = image_name(args.image)
     if args.format == "json":

@@ -495,7 +495,7 @@ def test_cli_report_refuses_what_is_not_a_run(
         target = target / "notes.txt"
     assert main(["report", str(target)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and str(target) in err
+    assert err.startswith("tasksieve report: error: ") and str(target) in err
     assert not (tmp_path / "dir" / "report.html").exists()
 
 
