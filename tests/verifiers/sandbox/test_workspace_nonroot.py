@@ -8,6 +8,7 @@ for one it cannot reach) or when the tests do not run as root.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = """
 import sys
 from tasksieve.verifiers.sandbox.process.sandbox import ProcessSandbox
+from tests.verifiers.test_memory_outside_rlimits import SEM_HOARD, SHM_HOARD
 from tasksieve.verifiers.sandbox.workspace import SessionLimits, WorkspaceSpec
 sb = ProcessSandbox(isolation=sys.argv[1], warm=False)
 limits = SessionLimits(disk_mb=4, max_processes=40)
@@ -36,6 +38,9 @@ with sb.open_workspace(WorkspaceSpec(sys.argv[2], limits=limits)) as ws:
                 "done; head -c1 /proc/1/mem 2>&1")  # the agent: the same host uid, not dumpable
     lines = r.stdout.splitlines()
     print("closed" if len(lines) > 4 and all(b"Permission denied" in x for x in lines) else lines)
+with sb.open_workspace(WorkspaceSpec(sys.argv[2], limits=SessionLimits(memory_mb=64))) as ws:
+    for hoard in (SHM_HOARD, SEM_HOARD):  # no cgroup counts these for an unprivileged user
+        print(ws.run([sb.python, "-I", "-S", "-c", hoard]).stdout.decode().strip())
 """
 
 
@@ -78,3 +83,8 @@ def _run(python: str, site: str, method: str, home: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     want = ["/workspace/pkg 7 1000", "refused", "True", "closed"]
     assert r.stdout.split("\n")[:4] == want, r.stdout
+    # SysV IPC: bounded by the session's memory (bubblewrap's session held 1 GB and 31,999
+    # semaphore sets before), or refused where the kernel keeps the limits out of reach
+    shm, sem = (json.loads(line) for line in r.stdout.split("\n")[4:6])
+    assert shm["held_mb"] <= 64 and shm["errno"] is not None, shm
+    assert sem["big"] == -1 and sem["sets"] <= 64 and sem["mq"] == -1, sem
