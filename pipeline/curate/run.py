@@ -17,6 +17,7 @@ import importlib.metadata
 import logging
 import secrets
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -191,13 +192,18 @@ def compact_rollout_cache(cfg: CurateConfig) -> None:
         compact_all(root, cfg.cache.compact_after)
 
 
-def pipeline_options(cfg: CurateConfig) -> PipelineOptions:
+def runner_options(runner: str, beam_args: Sequence[str]) -> PipelineOptions:
+    """The Beam options of a curate or eval run on ``runner`` with the user's ``beam_args``."""
     chunked_runner.install()  # the in-memory runner sends stage inputs in chunks
-    args = [f"--runner={cfg.runner}", *cfg.beam_args, *progress_args()]
+    args = [f"--runner={runner}", *beam_args]
     args += worker_args(args)  # SDK workers load Beam's inference API without torch
-    if cfg.runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
+    if runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
         args.append("--direct_running_mode=in_memory")
     return PipelineOptions(args)
+
+
+def pipeline_options(cfg: CurateConfig) -> PipelineOptions:
+    return runner_options(cfg.runner, [*cfg.beam_args, *progress_args()])
 
 
 def _runner(name: str) -> Any:

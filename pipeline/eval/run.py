@@ -27,10 +27,9 @@ from typing import Any
 import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from tasksieve.pipeline.curate.counters import ConservationError, read_counters, read_sandboxes
-from tasksieve.pipeline.curate.run import new_run_id, package_versions
+from tasksieve.pipeline.curate.run import new_run_id, package_versions, runner_options
 from tasksieve.pipeline.eval.agent_scores import endings, step_costs
 from tasksieve.pipeline.eval.build import build
 from tasksieve.pipeline.eval.catalog import write_catalog
@@ -41,8 +40,7 @@ from tasksieve.pipeline.eval.scores import COMPONENTS, FAILURE_KINDS, task_score
 from tasksieve.pipeline.eval.summary import summarise
 from tasksieve.pipeline.outputs.staging import target_for
 from tasksieve.schemas import SCHEMA_VERSION
-from tasksieve.transforms.runtime import chunked_runner, fsio
-from tasksieve.transforms.runtime.beam_ml import worker_args
+from tasksieve.transforms.runtime import fsio
 from tasksieve.transforms.samplers import model_id
 
 log = logging.getLogger("tasksieve")
@@ -95,19 +93,10 @@ def _count(root: Path, kind: str) -> int:
     return sum(pq.read_metadata(f).num_rows for f in (root / kind).rglob("*.parquet"))
 
 
-def _options(cfg: EvalConfig) -> PipelineOptions:
-    chunked_runner.install()  # the in-memory runner sends stage inputs in chunks
-    args = [f"--runner={cfg.runner}", *cfg.beam_args]
-    args += worker_args(args)  # SDK workers load Beam's inference API without torch
-    if cfg.runner == "DirectRunner" and not any(a.startswith("--direct_") for a in args):
-        args.append("--direct_running_mode=in_memory")
-    return PipelineOptions(args)
-
-
 def evaluate(cfg: EvalConfig) -> EvalResult:
     """Run the eval of ``cfg`` and publish it; returns where it went, its manifest and summary."""
     given = read_input(cfg.inputs)
-    options = _options(cfg)
+    options = runner_options(cfg.runner, cfg.beam_args)
     fsio.configure(options)
     run_id = new_run_id()
     started = dt.datetime.now(dt.UTC).isoformat()

@@ -88,6 +88,15 @@ def _bind_pinned(pin: tuple[int, bool], dst: str, recursive: bool = True) -> Non
         os.close(fd)
 
 
+def bound_ipc(cfg: dict[str, Any], proc: str = "/proc") -> None:
+    """Bound this process's IPC namespace to the run's memory (``limit_ipc``, through the
+    ``/proc`` at ``proc``); where the kernel refuses the limits (or ``/proc/sys`` is read-only,
+    as bubblewrap mounts it), give the run's processes the filter that refuses creating SysV
+    objects and POSIX message queues instead."""
+    if not limit_ipc(int(cfg.get("rlimits", {}).get("RLIMIT_AS", [0])[0]), proc):
+        cfg["seccomp"] = cfg.get("seccomp_noipc") or cfg["seccomp"]
+
+
 def build_root(cfg: dict[str, Any], body: bytes) -> None:
     """The new root at ``NEW``, entered with pivot_root; the host tree is detached."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE)  # nothing propagates back to the host
@@ -112,8 +121,7 @@ def build_root(cfg: dict[str, Any], body: bytes) -> None:
     _mount(f"{NEW}/tmp", f"{NEW}/dev/shm", None, MS_BIND)
     _make(f"{NEW}/proc", True)
     _mount("proc", f"{NEW}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    if not limit_ipc(int(cfg.get("rlimits", {}).get("RLIMIT_AS", [0])[0]), f"{NEW}/proc"):
-        cfg["seccomp"] = cfg.get("seccomp_noipc") or cfg["seccomp"]  # refuse SysV IPC instead
+    bound_ipc(cfg, f"{NEW}/proc")
     root = os.open(f"{NEW}/tmp", os.O_RDONLY | os.O_DIRECTORY)
     _write_inputs(root, cfg["files"], body)
     os.close(root)

@@ -43,7 +43,6 @@ from typing import Any
 
 from tasksieve.verifiers.sandbox.guest.wsagent import serve
 from tasksieve.verifiers.sandbox.guest.wsframe import frame_send
-from tasksieve.verifiers.sandbox.process.guest.ipclimits import limit_ipc
 from tasksieve.verifiers.sandbox.process.guest.nsutil import (
     CLONE_NEWUSER,
     MS_BIND,
@@ -59,6 +58,7 @@ from tasksieve.verifiers.sandbox.process.guest.nsutil import (
 from tasksieve.verifiers.sandbox.process.guest.rootfs import (
     _MNT_DETACH,
     _drop,
+    bound_ipc,
     build_root,
     hide_dirs,
 )
@@ -150,16 +150,6 @@ def make_layer(cfg: dict[str, Any]) -> int:
     return upper
 
 
-def bound_ipc(cfg: dict[str, Any]) -> None:
-    """Bubblewrap's session: bound its IPC namespace as ``build_root`` does, or, where the
-    limits cannot be written (bubblewrap mounts ``/proc/sys`` read-only), give the session's
-    processes the filter that refuses creating SysV objects and POSIX message queues. Left at
-    the namespace's defaults, one command held 1 GB of detached segments and 31,999
-    semaphore sets under a 128 MB session, unprivileged, where no cgroup counts them."""
-    if not limit_ipc(int(cfg.get("rlimits", {}).get("RLIMIT_AS", [0])[0])):
-        cfg["seccomp"] = cfg.get("seccomp_noipc") or cfg["seccomp"]
-
-
 def _oom_score(value: int) -> None:
     try:
         with open("/proc/self/oom_score_adj", "w") as fh:
@@ -184,6 +174,8 @@ def run_session(cfg: dict[str, Any]) -> None:
         if cfg["mode"] == "unshare":
             build_root(cfg, b"")  # bounds the IPC namespace (or refuses SysV IPC) itself
         else:
+            # bubblewrap's session. Left at the namespace's defaults, one command of an
+            # unprivileged session (no cgroup counts it) held 1 GB of SysV segments.
             bound_ipc(cfg)
         hide_dirs(cfg.get("hide", []))
         upper = make_layer(cfg)
