@@ -56,6 +56,8 @@ PACKAGE_STAGE = {"rollouts": "Verify"}
 """Stage names of the ``tasksieve.transforms`` packages whose entries carry no detector frame
 (the rollouts package's entries are the Verify stage's: sampling enters no sandbox)."""
 ENTRY_METHODS = ("run", "spawn", "spawn_pair", "open_workspace")
+AHEAD_ENV = "DEMO_COSTS_AHEAD"
+"""``0`` in the child's environment: sample on the bundle thread (Beam's ``RunInference``)."""
 
 
 def demo_argv(
@@ -203,6 +205,10 @@ def child(argv: list[str], result_file: str) -> None:
     from tasksieve.pipeline.cli import main
     from tasksieve.verifiers.sandbox.config import SandboxConfig
 
+    if os.environ.get(AHEAD_ENV) == "0":  # benchmarks.demo_overlap's baseline
+        from tasksieve.transforms.rollouts import ahead
+
+        ahead.AHEAD = False
     group = os.environ.get("DEMO_COSTS_CGROUP")
     if group:  # every process started from here on is counted there
         (Path(group) / "cgroup.procs").write_text(str(os.getpid()))

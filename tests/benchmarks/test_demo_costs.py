@@ -14,7 +14,7 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from benchmarks import demo_rows
+from benchmarks import demo_overlap, demo_rows
 from benchmarks.demo_costs import Meter, demo_argv, measure
 from benchmarks.fair_share import Busy, settle, subset
 
@@ -94,6 +94,9 @@ def test_a_measured_run_and_its_rows(tmp_path: Path) -> None:
     replay = ["--sampler", "replay", "--replay", str(EXAMPLES / "replay" / "completions.jsonl")]
     run = measure(None, out, replay, str(tasks))
     assert run["rc"] == 0
+    before = demo_overlap.one("bundle", None, tmp_path / "bundle", str(tasks), replay)
+    assert before["stage_s"]["Rollouts"] > 0  # the overlap benchmark's baseline way
+    assert demo_rows.compare(out, tmp_path / "bundle", decisions_only=False) == []
     assert run["entries"].get("Gates", 0) >= 1  # SQL: the verifier's worker, started once
     assert run["stage_s"]["Gates"] > 0 and run["tree_cpu_s"] > 0
     assert run["thread_cpu_s"]["GatesFn"] > 0

@@ -8,7 +8,9 @@ Two layers, both ending as ``Samples`` with ``error`` set (``VerifyFn`` rejects 
   their batch-mates are sampled as usual. A second failure of a request is its error.
 - ``RunInference(...).with_exception_handling()`` catches what still escapes (a batch the
   keyed handler cannot split or zip back): ``failed_samples`` turns each task of such a
-  batch, and each request that could not be built, into its error ``Samples``.
+  batch, and each request that could not be built, into its error ``Samples``. A batch
+  sampled on the sampling thread (``transforms.rollouts.ahead``) fails there instead, and
+  ``KeyedSampler.failed_batch`` makes the same error ``Samples`` for its tasks.
 Counter ``rollouts.sampler_errors``: one per task that ends with an error this way (apart from
 ``rollouts.errors``, which counts the ``rollouts.error`` rejections of the stage's own steps).
 
@@ -25,7 +27,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from tasksieve.transforms.runtime.beam_ml import ModelHandler
+from tasksieve.transforms.runtime.beam_ml import KeyedModelHandler, ModelHandler
 from tasksieve.transforms.runtime.common import count
 from tasksieve.transforms.runtime.deadletter import (
     BeamError,
@@ -138,6 +140,28 @@ class Isolating(ModelHandler[SampleRequest, Samples, Any]):
 
     def should_garbage_collect_on_timeout(self) -> bool:
         return self._inner.should_garbage_collect_on_timeout()
+
+
+class KeyedSampler(KeyedModelHandler):
+    """The keyed sampler handler of ``Sample``: a failed batch becomes its tasks' errors.
+
+    ``failed_batch`` is what the sampling thread of ``transforms.rollouts.ahead`` emits for a
+    batch whose call raised past ``Isolating``: each ``(key, request)``'s error ``Samples``,
+    as ``failed_samples`` makes them from Beam's dead letters. ``SamplerUnavailable`` is
+    raised again: the run stops.
+    """
+
+    def __init__(self, unkeyed: ModelHandler[SampleRequest, Samples, Any], cfg: SamplerConfig):
+        super().__init__(unkeyed)
+        self._cfg = cfg
+
+    def failed_batch(
+        self, batch: Sequence[tuple[Any, SampleRequest]], exc: Exception
+    ) -> list[tuple[Any, Samples]]:
+        if isinstance(exc, SamplerUnavailable):
+            raise exc
+        fault = fault_of(STAGE, exc)
+        return [(key, error_samples(req.task_id, fault, self._cfg)) for key, req in batch]
 
 
 def _task_ids(element: Any) -> list[str]:

@@ -14,7 +14,8 @@ an ``EpisodeState``) and the path says, as plain functions:
 - ``pair(element, answers)``: what the verify step takes.
 
 Sampling goes through ``Sample`` (RunInference of the sampler behind the rollout cache,
-``transforms.rollouts.cache``, and the sampler guard, ``transforms.rollouts.guard``), so a
+``transforms.rollouts.cache``, and the sampler guard, ``transforms.rollouts.guard``, on a
+sampling thread of its own while the stages before it go on: ``transforms.rollouts.ahead``), so a
 sampler that raises fails only the tasks it raised on; a request, join or verify step that
 raises on a task rejects it as ``rollouts.error`` or ``verify.error``
 (``transforms.runtime.deadletter``). The verify step is the path's ``VerifySamplesFn`` subclass
@@ -33,9 +34,9 @@ import apache_beam as beam
 from apache_beam.typehints.decorators import no_annotations
 
 from tasksieve.schemas import CodeSpec
+from tasksieve.transforms.rollouts.ahead import AheadRunInference
 from tasksieve.transforms.rollouts.cache.sampler import wrap_handler
-from tasksieve.transforms.rollouts.guard import Isolating, failed_samples
-from tasksieve.transforms.runtime.beam_ml import KeyedModelHandler, RunInference
+from tasksieve.transforms.rollouts.guard import Isolating, KeyedSampler, failed_samples
 from tasksieve.transforms.runtime.common import REJECTED
 from tasksieve.transforms.runtime.deadletter import DEAD, Attempt, Guarded, merge_rejected
 from tasksieve.transforms.runtime.items import Item
@@ -64,7 +65,8 @@ def task_request(item: Item) -> list[tuple[str, SampleRequest]]:
 
 
 class Sample(beam.PTransform):
-    """RunInference of the sampler behind the rollout cache and the sampler guard.
+    """RunInference of the sampler behind the rollout cache and the sampler guard, each batch
+    sampled on a thread of its own (``transforms.rollouts.ahead``).
 
     Input: ``(key, SampleRequest)`` pairs (the one-shot path and adaptive rounds key by task
     id, later turns by (task id, episode)). Outputs ``ok``: ``(key, Samples)``, error Samples
@@ -80,10 +82,10 @@ class Sample(beam.PTransform):
     @no_annotations
     def expand(self, requests: beam.PCollection) -> dict[str, beam.PCollection]:
         cfg = self.cfg
-        handler: KeyedModelHandler[Any, SampleRequest, Samples, Any] = KeyedModelHandler(
-            Isolating(wrap_handler(make_model_handler(cfg), cfg, self.cache_dir), cfg)
+        handler = KeyedSampler(
+            Isolating(wrap_handler(make_model_handler(cfg), cfg, self.cache_dir), cfg), cfg
         )
-        sampled, failed = requests | "Run" >> RunInference(handler).with_exception_handling()
+        sampled, failed = requests | "Run" >> AheadRunInference(handler).with_exception_handling()
         dead = [failed.failed_inferences, *failed.failed_preprocessing]
         dead += failed.failed_postprocessing
         errors = (

@@ -6,7 +6,9 @@ rejection once more as ``rejected@<stage>``, so a display can tell how far each 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,13 +29,36 @@ incremented, so one object serves every step and thread (making one per call cos
 the increment)."""
 
 
+_HELD = threading.local()
+
+
 def count(name: str, value: int = 1) -> None:
-    """Increment the Beam counter ``tasksieve:<name>`` (read back into the manifest)."""
+    """Increment the Beam counter ``tasksieve:<name>`` (read back into the manifest); on a
+    thread inside ``counts_held``, add it to that thread's list instead."""
+    held = getattr(_HELD, "counts", None)
+    if held is not None:
+        held.append((name, value))
+        return
     counter = _COUNTERS.get(name)
     if counter is None:
         counter = _COUNTERS.setdefault(name, Metrics.counter(NAMESPACE, name))
     counter.inc(value)
     progress.report(name, value)  # live progress, when a channel is configured
+
+
+@contextlib.contextmanager
+def counts_held() -> Iterator[list[tuple[str, int]]]:
+    """Hold this thread's ``count()`` calls in the list yielded, for a bundle thread to count.
+
+    Beam records a counter through the bundle thread's state sampler; a thread Beam did not
+    start (a stage's own worker thread) has none, and its increments would be dropped.
+    """
+    held: list[tuple[str, int]] = []
+    _HELD.counts = held
+    try:
+        yield held
+    finally:
+        _HELD.counts = None
 
 
 class _UseChannelFn(beam.DoFn):
