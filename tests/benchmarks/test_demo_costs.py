@@ -95,7 +95,7 @@ def test_a_measured_run_and_its_rows(tmp_path: Path) -> None:
     run = measure(None, out, replay, str(tasks))
     assert run["rc"] == 0
     before = demo_overlap.one("bundle", None, tmp_path / "bundle", str(tasks), replay)
-    assert before["stage_s"]["Rollouts"] > 0  # the overlap benchmark's baseline way
+    assert before["way"] == "bundle" and before["stage_s"]["Gates"] > 0  # the baseline way
     assert demo_rows.compare(out, tmp_path / "bundle", decisions_only=False) == []
     assert run["entries"].get("Gates", 0) >= 1  # SQL: the verifier's worker, started once
     assert run["stage_s"]["Gates"] > 0 and run["tree_cpu_s"] > 0
