@@ -10,7 +10,7 @@ from itertools import islice
 
 import apache_beam as beam
 import pytest
-from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.test_pipeline import TestPipeline as BeamTestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from tasksieve.transforms.dedup.buckets import (
@@ -79,6 +79,6 @@ def test_a_shard_holds_whole_buckets_as_packed_hashes() -> None:
 def test_candidate_pairs_on_beam() -> None:
     docs = _docs(200, seed=7)
     want = sorted(_reference(docs, 100))
-    with TestPipeline() as p:
+    with BeamTestPipeline() as p:
         got = p | beam.Create(docs) | CandidatePairs(100, shards=8, batch=16)
         assert_that(got, equal_to(want))
