@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         OthersCpu(own_cgroups=(f"/{GROUP_PREFIX}",)) as others,
     ):
         machine.others = others  # the runs are their own load: judged by the others' CPU
+        first = WAYS if args.first == WAYS[0] else WAYS[::-1]
         for r in range(args.rounds):
-            first = WAYS if args.first == WAYS[0] else WAYS[::-1]
             order = first if r % 2 == 0 else first[::-1]
             print(f"round {r + 1}: {' then '.join(order)}", flush=True)
             outs = {}

@@ -25,7 +25,6 @@ from tasksieve.transforms.samplers import SamplerConfig, SampleRequest, SamplerU
 
 CFG = SamplerConfig(backend="replay", replay_path="stand-in.jsonl", samples=1)
 # what the stand-ins share with the test (one process: the in-memory runner)
-SEEN_UPSTREAM: list[str] = []
 FAR_AHEAD = threading.Event()  # set by the upstream step once it reached the last tasks
 WAITED: list[bool] = []  # per call of the blocking handler: whether it saw FAR_AHEAD in time
 THREADS: list[str] = []
@@ -34,7 +33,6 @@ GOT: list[tuple[str, Any]] = []  # what came out of the inference step
 
 @pytest.fixture(autouse=True)
 def _fresh() -> Iterator[None]:
-    SEEN_UPSTREAM.clear()
     FAR_AHEAD.clear()
     WAITED.clear()
     THREADS.clear()
@@ -77,7 +75,6 @@ class StandIn(ModelHandler[SampleRequest, Samples, Any]):
 
 
 def _upstream(tid: str, last: str) -> tuple[str, SampleRequest]:
-    SEEN_UPSTREAM.append(tid)
     if tid == last:
         FAR_AHEAD.set()
     return tid, SampleRequest(tid, "code", f"prompt {tid}")

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import collections
 import importlib
-import logging
 import queue
 import threading
 import time
@@ -54,7 +53,6 @@ from tasksieve.transforms.runtime import beam_ml  # loads Beam's inference API f
 from tasksieve.transforms.runtime.common import count, counts_held
 
 base: Any = importlib.import_module("apache_beam.ml.inference.base")
-log = logging.getLogger("tasksieve.rollouts")
 _NEEDED = ("process", "_run_inference", "_should_update_model", "update_model", "finish_bundle")
 _SWAP = threading.Lock()
 
